@@ -1,0 +1,37 @@
+# tidegate: `make serve` runs the gateway, `make test` runs every check.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# llama.cpp built with native CPU flags dies with SIGILL on this machine kind (AMX in worker
+# threads): build it portable. pip caches the wheel after the first (~10 min) build.
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
+STAMP  := $(VENV)/.installed
+
+.PHONY: serve test lint typecheck unit bench clean install
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip wheel
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[local,cloud,stores,dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+serve: $(STAMP)
+	$(BIN)/tidegate serve $(ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy --strict src
+
+test: $(STAMP) lint
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info

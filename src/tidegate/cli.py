@@ -1,0 +1,153 @@
+"""The `tidegate` command: serve, keys, check-config, models, chat, replay."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import sys
+from typing import Any
+
+import click
+
+from .config import Config, load_config
+from .errors import ConfigError
+from .keys import make_key
+
+
+def _load(config_path: str | None) -> Config:
+    try:
+        return load_config(config_path)
+    except ConfigError as exc:
+        raise click.ClickException(f"config error: {exc}") from None
+
+
+def _sqlite_store(config: Config) -> Any:
+    if not config.store.url.startswith("sqlite://"):
+        raise click.ClickException("this command needs the sqlite store (store.url = 'sqlite:///...')")
+    from .store.sqlite import SQLiteStore
+
+    store = SQLiteStore(config.store.url)
+    store.open_sync()
+    return store
+
+
+def _is_loopback(host: str) -> bool:
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@click.group()
+@click.version_option(package_name="tidegate")
+def main() -> None:
+    """tidegate: a self-hosted, streaming-first LLM API gateway."""
+
+
+@main.command()
+@click.option("--config", "config_path", type=click.Path(), default=None, help="TOML config file")
+@click.option("--host", default=None, help="bind address (default: server.host)")
+@click.option("--port", type=int, default=None, help="port (default: server.port)")
+@click.option("--workers", type=int, default=None, help="worker processes (default: server.workers)")
+def serve(config_path: str | None, host: str | None, port: int | None, workers: int | None) -> None:
+    """Start the gateway."""
+    import uvicorn
+
+    config = _load(config_path)
+    if config_path:
+        os.environ["TIDEGATE_CONFIG"] = os.path.abspath(config_path)
+    host = host or config.server.host
+    port = config.server.port if port is None else port
+    workers = workers or config.server.workers
+    if config.store.url.startswith("sqlite://"):
+        store = _sqlite_store(config)
+        # Records a dead process left in_progress become `interrupted` before we report ready.
+        asyncio.run(store.mark_interrupted())
+        if not os.environ.get("TIDEGATE_MASTER_KEY") and store.count_keys_sync() == 0:
+            if _is_loopback(host):
+                key, secret = make_key("default")
+                store.create_key_sync(key)
+                click.echo("No API key was configured; created one for this gateway (shown only once):")
+                click.echo(secret)
+                sys.stdout.flush()
+            else:
+                click.echo(
+                    "warning: no API key exists; run `tidegate keys create --name NAME` or set TIDEGATE_MASTER_KEY",
+                    err=True,
+                )
+    uvicorn.run(
+        "tidegate.server.factory:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        access_log=False,
+        log_level="warning",
+        timeout_graceful_shutdown=5,
+    )
+
+
+@main.group()
+def keys() -> None:
+    """Manage API keys (stored as SHA-256 hashes)."""
+
+
+@keys.command("create")
+@click.option("--name", required=True, help="a label for the key")
+@click.option("--credits", type=float, default=None, help="USD budget; omit for unlimited")
+@click.option("--config", "config_path", type=click.Path(), default=None)
+def keys_create(name: str, credits: float | None, config_path: str | None) -> None:
+    """Create a key; its secret is printed once, alone on the last line."""
+    if credits is not None and credits < 0:
+        raise click.BadParameter("must be >= 0", param_hint="--credits")
+    store = _sqlite_store(_load(config_path))
+    key, secret = make_key(name, credits)
+    store.create_key_sync(key)
+    click.echo(f"created key {key.id} ({name}); store the secret now, it is not shown again:")
+    click.echo(secret)
+
+
+@keys.command("list")
+@click.option("--config", "config_path", type=click.Path(), default=None)
+def keys_list(config_path: str | None) -> None:
+    """List keys (never their secrets)."""
+    store = _sqlite_store(_load(config_path))
+    for k in store.list_keys_sync():
+        credits = "unlimited" if k.credits is None else f"{k.credits:g} USD"
+        state = "revoked" if k.revoked else "active"
+        click.echo(f"{k.id}\t{k.name}\t{state}\tcredits={credits}\tspent={k.spent:g}")
+
+
+@keys.command("revoke")
+@click.argument("key")
+@click.option("--config", "config_path", type=click.Path(), default=None)
+def keys_revoke(key: str, config_path: str | None) -> None:
+    """Revoke a key by id or name."""
+    store = _sqlite_store(_load(config_path))
+    if not store.revoke_key_sync(key):
+        raise click.ClickException(f"no active key {key!r}")
+    click.echo(f"revoked {key}")
+
+
+@main.command("check-config")
+@click.option("--config", "config_path", type=click.Path(), default=None)
+def check_config(config_path: str | None) -> None:
+    """Validate the config and print a summary."""
+    config = _load(config_path)
+    click.echo(f"config OK: {config.source}")
+    click.echo(f"  providers: {', '.join(f'{n} ({p.kind})' for n, p in config.providers.items()) or '-'}")
+    click.echo(f"  models: {', '.join(config.models) or '-'}")
+    click.echo(f"  store: {config.store.url.split('://')[0]}")
+
+
+from .cli_client import chat, models_cmd, replay  # noqa: E402
+
+main.add_command(chat)
+main.add_command(models_cmd)
+main.add_command(replay)

@@ -1,0 +1,291 @@
+"""Configuration: one TOML file (CONTRACT §9), validated with messages that name the bad key.
+
+Lookup order: `--config`, then `$TIDEGATE_CONFIG`, then `./tidegate.toml`, then the embedded default.
+Secrets never live in the file: providers name environment variables (`api_key_env`, ...).
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+PROVIDER_KINDS = ("openai", "anthropic", "bedrock", "vertex", "local")
+MODEL_TYPES = ("chat", "embedding", "image")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    keepalive_s: float = 10.0
+    keepalive_text: str = "TIDEGATE PROCESSING"
+    upstream_idle_timeout_s: float = 90.0
+    connect_timeout_s: float = 10.0
+    max_body_bytes: int = 4 * 1024 * 1024
+    workers: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    url: str = "sqlite:///tidegate.db"
+    retention_hours: float = 24.0
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderConfig:
+    name: str
+    kind: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    region: str | None = None
+    endpoint_url: str | None = None
+    project: str | None = None
+    access_token_env: str | None = None
+    upstream_idle_timeout_s: float | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    model_path: str | None = None
+    n_ctx: int = 2048
+    n_threads: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    provider: str
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class Pricing:
+    prompt: float = 0.0
+    completion: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ModelConfig:
+    id: str
+    type: str
+    routes: tuple[Route, ...]
+    pricing: Pricing | None = None
+    owned_by: str | None = None
+    capabilities: tuple[str, ...] = ()
+    context_length: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    server: ServerConfig
+    store: StoreConfig
+    providers: dict[str, ProviderConfig]
+    models: dict[str, ModelConfig]
+    source: str = "<embedded default>"
+
+    def provider_idle_timeout(self, provider: str) -> float:
+        p = self.providers.get(provider)
+        if p is not None and p.upstream_idle_timeout_s is not None:
+            return p.upstream_idle_timeout_s
+        return self.server.upstream_idle_timeout_s
+
+
+def _check_keys(where: str, table: dict[str, Any], allowed: set[str]) -> None:
+    for key in table:
+        if key not in allowed:
+            raise ConfigError(f"{where}.{key}: unknown key (allowed: {', '.join(sorted(allowed))})")
+
+
+def _typed(where: str, value: Any, kind: type | tuple[type, ...], what: str) -> Any:
+    if isinstance(value, bool) and kind is not bool and bool not in (kind if isinstance(kind, tuple) else ()):
+        raise ConfigError(f"{where}: expected {what}, got a boolean")
+    if not isinstance(value, kind):
+        raise ConfigError(f"{where}: expected {what}, got {type(value).__name__}")
+    return value
+
+
+def _positive(where: str, value: Any) -> float:
+    num = float(_typed(where, value, (int, float), "a number"))
+    if num <= 0:
+        raise ConfigError(f"{where}: must be > 0, got {value}")
+    return num
+
+
+def _table(where: str, value: Any) -> dict[str, Any]:
+    return dict(_typed(where, value, dict, "a table"))
+
+
+def _parse_server(raw: dict[str, Any]) -> ServerConfig:
+    _check_keys("server", raw, set(ServerConfig.__dataclass_fields__))
+    d = ServerConfig()
+    port = int(_typed("server.port", raw.get("port", d.port), int, "an integer"))
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"server.port: must be 0-65535, got {port}")
+    return ServerConfig(
+        host=str(_typed("server.host", raw.get("host", d.host), str, "a string")),
+        port=port,
+        keepalive_s=_positive("server.keepalive_s", raw.get("keepalive_s", d.keepalive_s)),
+        keepalive_text=str(
+            _typed("server.keepalive_text", raw.get("keepalive_text", d.keepalive_text), str, "a string")
+        ),
+        upstream_idle_timeout_s=_positive(
+            "server.upstream_idle_timeout_s", raw.get("upstream_idle_timeout_s", d.upstream_idle_timeout_s)
+        ),
+        connect_timeout_s=_positive("server.connect_timeout_s", raw.get("connect_timeout_s", d.connect_timeout_s)),
+        max_body_bytes=int(_positive("server.max_body_bytes", raw.get("max_body_bytes", d.max_body_bytes))),
+        workers=int(_positive("server.workers", raw.get("workers", d.workers))),
+    )
+
+
+def _parse_store(raw: dict[str, Any]) -> StoreConfig:
+    _check_keys("store", raw, {"url", "retention_hours"})
+    d = StoreConfig()
+    url = str(_typed("store.url", raw.get("url", d.url), str, "a string"))
+    if not url.startswith(("sqlite://", "redis://", "rediss://", "postgresql://", "postgres://")):
+        raise ConfigError(f"store.url: unsupported scheme in {url.split('://')[0]!r} (sqlite, redis, postgresql)")
+    return StoreConfig(
+        url=url,
+        retention_hours=_positive("store.retention_hours", raw.get("retention_hours", d.retention_hours)),
+    )
+
+
+_PROVIDER_KEYS = set(ProviderConfig.__dataclass_fields__) - {"name"}
+_REQUIRED_BY_KIND: dict[str, tuple[str, ...]] = {
+    "openai": ("base_url",),
+    "anthropic": (),
+    "bedrock": ("region",),
+    "vertex": ("region",),
+    "local": (),
+}
+
+
+def _parse_provider(name: str, raw: dict[str, Any]) -> ProviderConfig:
+    where = f"providers.{name}"
+    _check_keys(where, raw, _PROVIDER_KEYS)
+    kind = raw.get("kind")
+    if kind not in PROVIDER_KINDS:
+        raise ConfigError(f"{where}.kind: must be one of {', '.join(PROVIDER_KINDS)}, got {kind!r}")
+    for key in _REQUIRED_BY_KIND[kind]:
+        if key not in raw:
+            raise ConfigError(f"{where}.{key}: required for kind = {kind!r}")
+    str_keys = ("base_url", "api_key_env", "region", "endpoint_url", "project", "access_token_env", "model_path")
+    values: dict[str, Any] = {}
+    for key in str_keys:
+        if key in raw:
+            values[key] = str(_typed(f"{where}.{key}", raw[key], str, "a string"))
+    for key in ("base_url", "endpoint_url"):
+        if key in values and not values[key].startswith(("http://", "https://")):
+            raise ConfigError(f"{where}.{key}: must start with http:// or https://")
+        if key in values:
+            values[key] = values[key].rstrip("/")
+    if "upstream_idle_timeout_s" in raw:
+        values["upstream_idle_timeout_s"] = _positive(
+            f"{where}.upstream_idle_timeout_s", raw["upstream_idle_timeout_s"]
+        )
+    if "headers" in raw:
+        headers = _table(f"{where}.headers", raw["headers"])
+        for hk, hv in headers.items():
+            _typed(f"{where}.headers.{hk}", hv, str, "a string")
+        values["headers"] = {str(k): str(v) for k, v in headers.items()}
+    if "n_ctx" in raw:
+        values["n_ctx"] = int(_positive(f"{where}.n_ctx", raw["n_ctx"]))
+    if "n_threads" in raw:
+        values["n_threads"] = int(_positive(f"{where}.n_threads", raw["n_threads"]))
+    return ProviderConfig(name=name, kind=kind, **values)
+
+
+def _parse_model(model_id: str, raw: dict[str, Any], providers: dict[str, ProviderConfig]) -> ModelConfig:
+    where = f'models."{model_id}"'
+    _check_keys(where, raw, {"type", "routes", "pricing", "owned_by", "capabilities", "context_length"})
+    mtype = raw.get("type", "chat")
+    if mtype not in MODEL_TYPES:
+        raise ConfigError(f"{where}.type: must be one of {', '.join(MODEL_TYPES)}, got {mtype!r}")
+    routes_raw = _typed(f"{where}.routes", raw.get("routes"), list, "a list of {provider, model} tables")
+    if not routes_raw:
+        raise ConfigError(f"{where}.routes: at least one route is required")
+    routes: list[Route] = []
+    for i, r in enumerate(routes_raw):
+        rw = f"{where}.routes[{i}]"
+        r = _table(rw, r)
+        _check_keys(rw, r, {"provider", "model"})
+        prov = r.get("provider")
+        if prov not in providers:
+            raise ConfigError(f"{rw}.provider: no provider named {prov!r} in [providers]")
+        served = _typed(f"{rw}.model", r.get("model"), str, "a string (the upstream's model id)")
+        routes.append(Route(provider=str(prov), model=str(served)))
+    pricing = None
+    if "pricing" in raw:
+        pr = _table(f"{where}.pricing", raw["pricing"])
+        _check_keys(f"{where}.pricing", pr, {"prompt", "completion"})
+        pricing = Pricing(
+            prompt=float(_typed(f"{where}.pricing.prompt", pr.get("prompt", 0.0), (int, float), "a number")),
+            completion=float(
+                _typed(f"{where}.pricing.completion", pr.get("completion", 0.0), (int, float), "a number")
+            ),
+        )
+    caps = tuple(
+        str(_typed(f"{where}.capabilities[]", c, str, "a string"))
+        for c in _typed(f"{where}.capabilities", raw.get("capabilities", []), list, "a list")
+    )
+    owned_by = raw.get("owned_by")
+    if owned_by is not None:
+        _typed(f"{where}.owned_by", owned_by, str, "a string")
+    ctx = raw.get("context_length")
+    if ctx is not None:
+        ctx = int(_positive(f"{where}.context_length", ctx))
+    return ModelConfig(
+        id=model_id,
+        type=str(mtype),
+        routes=tuple(routes),
+        pricing=pricing,
+        owned_by=owned_by,
+        capabilities=caps,
+        context_length=ctx,
+    )
+
+
+def parse_config(data: dict[str, Any], source: str = "<memory>") -> Config:
+    _check_keys("<root>", data, {"server", "store", "providers", "models"})
+    server = _parse_server(_table("server", data.get("server", {})))
+    store = _parse_store(_table("store", data.get("store", {})))
+    providers: dict[str, ProviderConfig] = {}
+    for name, praw in _table("providers", data.get("providers", {})).items():
+        providers[name] = _parse_provider(name, _table(f"providers.{name}", praw))
+    models: dict[str, ModelConfig] = {}
+    for mid, mraw in _table("models", data.get("models", {})).items():
+        models[mid] = _parse_model(mid, _table(f'models."{mid}"', mraw), providers)
+    return Config(server=server, store=store, providers=providers, models=models, source=source)
+
+
+def load_text(text: str, source: str) -> Config:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+    return parse_config(data, source)
+
+
+def default_config_text() -> str:
+    return resources.files("tidegate").joinpath("default_config.toml").read_text("utf-8")
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    """Load the config by the CONTRACT §9 lookup order."""
+    candidates: list[Path] = []
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"--config: no such file: {p}")
+        candidates.append(p)
+    elif os.environ.get("TIDEGATE_CONFIG"):
+        p = Path(os.environ["TIDEGATE_CONFIG"])
+        if not p.is_file():
+            raise ConfigError(f"$TIDEGATE_CONFIG: no such file: {p}")
+        candidates.append(p)
+    elif Path("tidegate.toml").is_file():
+        candidates.append(Path("tidegate.toml"))
+    if candidates:
+        return load_text(candidates[0].read_text("utf-8"), str(candidates[0]))
+    return load_text(default_config_text(), "<embedded default>")

@@ -1,0 +1,1 @@
+"""Routing, the relay (all timing), usage accounting and recording."""

@@ -1,0 +1,115 @@
+"""A running generation: its record, recorder, relay and cancel signal, registered for `/cancel`."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from ..config import Config, ModelConfig
+from ..events import Failed
+from ..request import GenerationRequest
+from ..store.base import ApiKey, GenerationRecord, GenerationStore
+from .recorder import Recorder
+from .relay import Relay, RelayItem, RelaySettings
+from .router import Router
+
+
+@dataclass(slots=True)
+class Generation:
+    id: str
+    key: ApiKey
+    request: GenerationRequest
+    model: ModelConfig
+    recorder: Recorder
+    relay: Relay
+    cancel: asyncio.Event
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    def items(self) -> AsyncIterator[RelayItem]:
+        return self.relay.run()
+
+    async def complete(self) -> GenerationRecord:
+        return await self.recorder.finish(
+            "completed",
+            provider=self.relay.provider,
+            served_model=self.relay.served_model,
+            attempts=self.relay.attempts,
+        )
+
+    async def fail(self, failure: Failed | dict[str, object]) -> GenerationRecord:
+        status = "cancelled" if isinstance(failure, Failed) and failure.code == "cancelled" else "failed"
+        if isinstance(failure, dict) and failure.get("code") == "cancelled":
+            status = "cancelled"
+        return await self.recorder.finish(
+            status,
+            provider=self.relay.provider,
+            served_model=self.relay.served_model,
+            attempts=self.relay.attempts,
+            error=failure,
+        )
+
+
+class Gateway:
+    """What the doors call: resolve the model, record the generation, run the relay."""
+
+    def __init__(self, config: Config, store: GenerationStore, router: Router) -> None:
+        self.config = config
+        self.store = store
+        self.router = router
+        self.running: dict[str, Generation] = {}
+
+    async def start(
+        self,
+        *,
+        generation_id: str,
+        door: str,
+        key: ApiKey,
+        request: GenerationRequest,
+        model_type: str,
+        idempotency_key: str | None = None,
+        request_hash: str | None = None,
+    ) -> Generation:
+        model = self.router.model(request.model, model_type)
+        routes = self.router.routes(model)
+        server = self.config.server
+        settings = RelaySettings(
+            streaming=request.stream,
+            keepalive_s=server.keepalive_s,
+            connect_timeout_s=server.connect_timeout_s,
+            idle_timeout_for=self.config.provider_idle_timeout,
+        )
+        cancel = asyncio.Event()
+        record = GenerationRecord(
+            id=generation_id,
+            key_id=key.id,
+            model=request.model,
+            door=door,
+            created_at=time.time(),
+            idempotency_key=idempotency_key,
+            request_hash=request_hash,
+        )
+        recorder = Recorder(store=self.store, record=record, messages=request.messages, pricing=model.pricing)
+        await recorder.begin()
+        gen = Generation(
+            id=generation_id,
+            key=key,
+            request=request,
+            model=model,
+            recorder=recorder,
+            relay=Relay(request, routes, settings, cancel),
+            cancel=cancel,
+        )
+        self.running[generation_id] = gen
+        return gen
+
+    def release(self, generation_id: str) -> None:
+        self.running.pop(generation_id, None)
+
+    def cancel(self, generation_id: str) -> bool:
+        gen = self.running.get(generation_id)
+        if gen is None:
+            return False
+        gen.cancel.set()
+        return True

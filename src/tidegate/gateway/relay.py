@@ -1,0 +1,260 @@
+"""The relay: the only place that knows about time.
+
+It walks a model's routes (fallback), owns the commit point, keep-alive ticks, the upstream idle
+timeout, cancellation (client disconnect or the cancel endpoint) and the "no terminal event" check.
+Doors consume its items: `Committed` (send the 200 and headers now), `KEEPALIVE` (write a comment)
+and canonical events. Before the commit point a failed route moves to the next; when every route
+failed, `run` raises the CONTRACT §4 error. After the commit point every failure is one `Failed`
+event and the iteration ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ..config import Route
+from ..errors import (
+    InvalidRequest,
+    NoProviderAvailable,
+    ProviderFailure,
+    RateLimited,
+    TidegateError,
+    UpstreamError,
+    UpstreamTimeout,
+)
+from ..events import Event, Failed, Finished, Started
+from ..providers.base import ChatProvider, UpstreamStream
+from ..request import GenerationRequest
+
+
+@dataclass(frozen=True, slots=True)
+class RouteFailure:
+    provider: str
+    code: str
+    message: str
+    status: int = 0
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """The response starts now: the route that serves and how many were tried."""
+
+    provider: str
+    served_model: str
+    attempts: int
+    failed_routes: tuple[RouteFailure, ...] = ()
+
+
+class _KeepAlive:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "KEEPALIVE"
+
+
+KEEPALIVE: Final = _KeepAlive()
+
+RelayItem = Committed | _KeepAlive | Event
+
+
+class GenerationCancelled(TidegateError):
+    """Cancelled before anything was written (client gone or cancel endpoint)."""
+
+    status = 499
+    code = "cancelled"
+
+
+@dataclass(slots=True)
+class RelaySettings:
+    streaming: bool
+    keepalive_s: float = 10.0
+    connect_timeout_s: float = 10.0
+    idle_timeout_for: Callable[[str], float] = field(default=lambda _name: 90.0)
+
+
+class Relay:
+    def __init__(
+        self,
+        request: GenerationRequest,
+        routes: list[tuple[ChatProvider, Route]],
+        settings: RelaySettings,
+        cancel: asyncio.Event,
+    ) -> None:
+        self.request = request
+        self.routes = routes
+        self.settings = settings
+        self.cancel = cancel
+        self.attempts = 0
+        self.failures: list[RouteFailure] = []
+        self.committed = False
+        self.provider: str | None = None
+        self.served_model: str | None = None
+        self._route_done = False
+
+    async def run(self) -> AsyncIterator[RelayItem]:
+        for provider, route in self.routes:
+            self.attempts += 1
+            self._route_done = False
+            async for item in self._try_route(provider, route):
+                yield item
+            if self._route_done:
+                return
+        raise self._final_error()
+
+    def _final_error(self) -> TidegateError:
+        fs = self.failures
+        if not fs:
+            return NoProviderAvailable("no route is configured for this model")
+        tried = ", ".join(f"{f.provider} ({f.code}{' ' + str(f.status) if f.status else ''})" for f in fs)
+        if all(f.code == "upstream_timeout" for f in fs):
+            return UpstreamTimeout(f"every route timed out: {tried}")
+        if all(f.status == 429 for f in fs):
+            waits = [f.retry_after for f in fs if f.retry_after is not None]
+            return RateLimited(
+                f"every route is rate limited: {tried}; retry later",
+                retry_after=min(waits) if waits else 1.0,
+            )
+        if all(f.code == "connect_error" for f in fs):
+            return NoProviderAvailable(f"no provider could be reached: {tried}")
+        return UpstreamError(f"every route failed: {tried}")
+
+    async def _try_route(self, provider: ChatProvider, route: Route) -> AsyncIterator[RelayItem]:
+        loop = asyncio.get_running_loop()
+        idle = self.settings.idle_timeout_for(provider.name)
+        keepalive = self.settings.keepalive_s if self.settings.streaming else math.inf
+        stream: UpstreamStream | None = None
+        task: asyncio.Future[Any] = asyncio.ensure_future(provider.open_chat(self.request, route.model))
+        cancel_wait: asyncio.Future[Any] = asyncio.ensure_future(self.cancel.wait())
+        last_data = loop.time()
+        last_keepalive = last_data
+        finished = False
+        first_batch = True
+        try:
+            while True:
+                idle_deadline = last_data + idle
+                ka_deadline = max(last_data, last_keepalive) + keepalive
+                timeout = max(0.0, min(idle_deadline, ka_deadline) - loop.time())
+                await asyncio.wait({task, cancel_wait}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                if self.cancel.is_set():
+                    if self.committed:
+                        self._route_done = True
+                        yield Failed("cancelled", "the generation was cancelled", provider.name, False)
+                        return
+                    raise GenerationCancelled("the generation was cancelled")
+                if task.done():
+                    now = loop.time()
+                    try:
+                        result = task.result()
+                    except ProviderFailure as exc:
+                        failure = Failed(
+                            "upstream_timeout" if exc.code == "upstream_timeout" else "upstream_error",
+                            exc.message,
+                            provider.name,
+                            exc.retriable,
+                            exc.status,
+                        )
+                        if not exc.retriable and not self.committed:
+                            if exc.status == 400 or exc.code == "invalid_request":
+                                raise InvalidRequest(exc.message) from None
+                        for item in self._fail(provider.name, failure, exc.code, exc.retry_after):
+                            yield item
+                        return
+                    except (asyncio.CancelledError, GeneratorExit):
+                        raise
+                    except Exception as exc:
+                        failure = Failed("upstream_error", f"{type(exc).__name__} from provider", provider.name)
+                        for item in self._fail(provider.name, failure, "upstream_error", None):
+                            yield item
+                        return
+                    last_data = now
+                    if stream is None:
+                        stream = result
+                        task = asyncio.ensure_future(stream.read())
+                        continue
+                    batch = result
+                    if batch is None:
+                        if finished:
+                            self._route_done = True
+                            return
+                        failure = Failed(
+                            "upstream_error",
+                            "the upstream ended the stream without its terminal event",
+                            provider.name,
+                        )
+                        for item in self._fail(provider.name, failure, "upstream_error", None):
+                            yield item
+                        return
+                    assert isinstance(batch, list)
+                    if not batch:  # bytes arrived that carried no event (ping, comment)
+                        task = asyncio.ensure_future(stream.read())
+                        continue
+                    if first_batch:
+                        first_batch = False
+                        early_failure = next((e for e in batch if isinstance(e, Failed)), None)
+                        if early_failure is not None and not self.committed:
+                            for item in self._fail(provider.name, early_failure, early_failure.code, None):
+                                yield item
+                            return
+                        started = next((e for e in batch if isinstance(e, Started)), None)
+                        self.provider = provider.name
+                        self.served_model = started.served_model if started else route.model
+                        if not self.committed:
+                            if self.settings.streaming:
+                                self.committed = True
+                            yield Committed(provider.name, self.served_model, self.attempts, tuple(self.failures))
+                    for event in batch:
+                        if isinstance(event, Failed):
+                            self._route_done = True
+                            if not event.provider:
+                                event = Failed(event.code, event.message, provider.name, False, event.status)
+                            yield event
+                            return
+                        if isinstance(event, Finished):
+                            finished = True
+                        yield event
+                    task = asyncio.ensure_future(stream.read())
+                    continue
+                now = loop.time()
+                if now >= idle_deadline:
+                    failure = Failed(
+                        "upstream_timeout",
+                        f"no data from the upstream for {idle:g} s",
+                        provider.name,
+                    )
+                    for item in self._fail(provider.name, failure, "upstream_timeout", None):
+                        yield item
+                    return
+                if now >= ka_deadline:
+                    if not self.committed:
+                        self.committed = True
+                        self.provider = provider.name
+                        self.served_model = route.model
+                        yield Committed(provider.name, route.model, self.attempts, tuple(self.failures))
+                    last_keepalive = now
+                    yield KEEPALIVE
+        finally:
+            cancel_wait.cancel()
+            if not task.done():
+                task.cancel()
+            if stream is not None:
+                await stream.aclose()
+            elif task.done() and not task.cancelled() and task.exception() is None:
+                opened = task.result()
+                if opened is not None and hasattr(opened, "aclose"):
+                    await opened.aclose()
+
+    def _fail(self, provider: str, failure: Failed, code: str, retry_after: float | None) -> list[RelayItem]:
+        """Before the commit point: remember and let `run` try the next route. After: one Failed."""
+        if self.committed:
+            self._route_done = True
+            return [failure]
+        self.failures.append(RouteFailure(provider, code, failure.message, failure.status, retry_after))
+        if not failure.retriable_before_commit:
+            self._route_done = True
+            raise UpstreamError(f"{provider}: {failure.message}", code=None)
+        return []

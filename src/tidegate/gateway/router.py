@@ -1,0 +1,50 @@
+"""Model → routes resolution and the provider registry (one instance per configured provider)."""
+
+from __future__ import annotations
+
+from ..config import Config, ModelConfig, ProviderConfig, Route
+from ..errors import InvalidRequest, ModelNotFound, NoProviderAvailable
+from ..providers.base import ChatProvider
+
+
+def build_provider(config: ProviderConfig) -> ChatProvider:
+    if config.kind == "local":
+        from ..providers.local import LocalProvider
+
+        return LocalProvider(config)
+    raise NoProviderAvailable(f"provider kind {config.kind!r} is not available in this build")
+
+
+class Router:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self._providers: dict[str, ChatProvider] = {}
+
+    def provider(self, name: str) -> ChatProvider:
+        p = self._providers.get(name)
+        if p is None:
+            p = build_provider(self.config.providers[name])
+            self._providers[name] = p
+        return p
+
+    def model(self, model_id: str, door_type: str) -> ModelConfig:
+        m = self.config.models.get(model_id)
+        if m is None:
+            raise ModelNotFound(f"model {model_id!r} is not in the catalog; GET /v1/models lists the ids")
+        if m.type != door_type:
+            raise InvalidRequest(
+                f"model {model_id!r} is an {m.type} model; this endpoint serves {door_type} models"
+                if m.type[0] in "aeiou"
+                else f"model {model_id!r} is a {m.type} model; this endpoint serves {door_type} models"
+            )
+        return m
+
+    def routes(self, model: ModelConfig) -> list[tuple[ChatProvider, Route]]:
+        out: list[tuple[ChatProvider, Route]] = []
+        for route in model.routes:
+            out.append((self.provider(route.provider), route))
+        return out
+
+    async def aclose(self) -> None:
+        for p in self._providers.values():
+            await p.aclose()

@@ -1,0 +1,68 @@
+"""Usage accounting: provider-reported usage, estimation with a real tokenizer, and pricing."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ..config import Pricing
+from ..events import UsageReport
+
+_encoding: Any = None
+_lock = threading.Lock()
+
+
+def _get_encoding() -> Any:
+    global _encoding
+    if _encoding is None:
+        with _lock:
+            if _encoding is None:
+                import bpe_openai
+
+                _encoding = bpe_openai.get_encoding("o200k_base")
+    return _encoding
+
+
+def count_tokens(text: str) -> int:
+    """Tokens of `text` under o200k_base (offline; an estimate for non-OpenAI models)."""
+    if not text:
+        return 0
+    return len(_get_encoding().encode(text, disallowed_special=()))
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    parts: list[str] = [str(message.get("role", ""))]
+    content = message.get("content")
+    if isinstance(content, str):
+        parts.append(content)
+    elif isinstance(content, list):
+        for part in content:
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+    for call in message.get("tool_calls") or []:
+        fn = call.get("function") or {}
+        parts.append(str(fn.get("name", "")))
+        parts.append(str(fn.get("arguments", "")))
+    return "\n".join(parts)
+
+
+def estimate_prompt_tokens(messages: list[dict[str, Any]]) -> int:
+    # ~3 tokens of chat framing per message, as OpenAI's own cookbook counts them
+    return sum(count_tokens(_message_text(m)) + 3 for m in messages) + 3
+
+
+def estimate_usage(messages: list[dict[str, Any]], output_text: str, reasoning_text: str = "") -> UsageReport:
+    reasoning = count_tokens(reasoning_text) if reasoning_text else 0
+    return UsageReport(
+        prompt=estimate_prompt_tokens(messages),
+        completion=count_tokens(output_text) + reasoning,
+        reasoning=reasoning or None,
+        estimated=True,
+    )
+
+
+def cost_of(usage: UsageReport, pricing: Pricing | None) -> float:
+    """USD, with pricing in USD per million tokens."""
+    if pricing is None:
+        return 0.0
+    return (usage.prompt * pricing.prompt + usage.completion * pricing.completion) / 1_000_000

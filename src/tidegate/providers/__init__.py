@@ -1,0 +1,1 @@
+"""Provider adapters: one module per upstream kind; they only translate."""

@@ -1,0 +1,33 @@
+"""The provider interface the router and relay use.
+
+A provider opens an `UpstreamStream` (raising `ProviderFailure` for anything that fails before the
+upstream answers) and the relay reads canonical event batches from it. Providers never sleep, time out
+or spawn tasks that they do not own and close in `aclose`.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..events import Event
+from ..request import GenerationRequest
+
+
+class UpstreamStream(Protocol):
+    async def read(self) -> list[Event] | None:
+        """The next batch of canonical events; None at end of stream. Never raises for upstream
+        failures after the open: those come back as a `Failed` event."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the upstream connection / stop the generation. Idempotent."""
+        ...
+
+
+class ChatProvider(Protocol):
+    name: str
+    kind: str
+
+    async def open_chat(self, request: GenerationRequest, served_model: str) -> UpstreamStream: ...
+
+    async def aclose(self) -> None: ...

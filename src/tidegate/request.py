@@ -1,0 +1,47 @@
+"""`GenerationRequest`: what every door validates its body into, and every provider builds from.
+
+Messages use the OpenAI chat shape (role, content as str or parts, tool_calls, tool_call_id,
+reasoning_details): it is the richest common form, and the other doors convert into it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class ReasoningOptions:
+    effort: str | None = None  # minimal | low | medium | high
+    max_tokens: int | None = None  # explicit thinking budget
+    summary: str | None = None
+    exclude: bool = False
+
+
+@dataclass(slots=True)
+class GenerationRequest:
+    model: str
+    messages: list[dict[str, Any]]
+    stream: bool = False
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: list[str] = field(default_factory=list)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: Any = None
+    parallel_tool_calls: bool | None = None
+    reasoning: ReasoningOptions | None = None
+    seed: int | None = None
+    user: str | None = None
+    response_format: dict[str, Any] | None = None
+    # stream_options exactly as the client sent it (None = not sent: tidegate injects include_usage)
+    stream_options: dict[str, Any] | None = None
+    # The client's body as sent (for OpenAI-compatible passthrough, which forwards unknown fields too)
+    raw_body: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def include_usage(self) -> bool:
+        """Whether the client wants the usage chunk (CONTRACT §3: yes unless it said false)."""
+        if self.stream_options is None:
+            return True
+        return bool(self.stream_options.get("include_usage", False))

@@ -1,0 +1,1 @@
+"""The ASGI app: one module per door."""

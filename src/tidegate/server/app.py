@@ -1,0 +1,121 @@
+"""The ASGI application: routing, auth, ids on every response, and the error boundary."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..config import Config
+from ..errors import InsufficientCredits, MethodNotAllowed, NotFound, TidegateError, Unauthorized
+from ..gateway.generation import Gateway
+from ..gateway.router import Router
+from ..ids import new_ulid
+from ..keys import Authenticator
+from ..store.base import ApiKey, GenerationStore, open_store
+from . import chat, generations, models, ops
+from .http import Receive, Request, Scope, Send
+from .state import AppState
+
+log = logging.getLogger("tidegate.server")
+
+KeyedHandler = Callable[[Request, AppState, ApiKey], Awaitable[None]]
+
+# (method, path pattern, handler, needs a generation id)
+_ROUTES: list[tuple[str, re.Pattern[str], KeyedHandler]] = [
+    ("POST", re.compile(r"^/v1/chat/completions$"), chat.chat_completions),
+    ("GET", re.compile(r"^/api/v1/generations/(?P<id>[0-9A-Za-z]{1,64})$"), generations.get_generation),
+    (
+        "POST",
+        re.compile(r"^/api/v1/generations/(?P<id>[0-9A-Za-z]{1,64})/cancel$"),
+        generations.cancel_generation,
+    ),
+]
+
+
+class TidegateApp:
+    def __init__(self, config: Config, store: GenerationStore | None = None) -> None:
+        self.config = config
+        store = store or open_store(config.store.url)
+        router = Router(config)
+        self.state = AppState(
+            config=config,
+            store=store,
+            gateway=Gateway(config, store, router),
+            auth=Authenticator(store),
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        req = Request.from_scope(scope, receive, send)
+        try:
+            await self._dispatch(req)
+        except TidegateError as exc:
+            if not req.started:
+                await req.respond_error(exc)
+        except Exception:
+            log.exception("unhandled error on %s %s", req.method, req.path)
+            if not req.started:
+                await req.respond_json(
+                    500,
+                    {"error": {"code": "internal_error", "message": "internal error", "type": "server_error"}},
+                )
+
+    async def _dispatch(self, req: Request) -> None:
+        path = req.path
+        if path.startswith(("/v1/", "/api/v1/")):
+            req.generation_id = new_ulid()
+        if path == "/healthz":
+            await ops.healthz(req)
+            return
+        if path == "/readyz":
+            await ops.readyz(req, self.state)
+            return
+        if path == "/v1/models":
+            if req.method != "GET":
+                raise MethodNotAllowed("use GET /v1/models")
+            await self._authenticate(req)
+            await models.list_models(req, self.config)
+            return
+        for method, pattern, handler in _ROUTES:
+            match = pattern.match(path)
+            if match is None:
+                continue
+            if req.method != method:
+                raise MethodNotAllowed(f"use {method} {path}")
+            req.path_params = match.groupdict()
+            key = await self._authenticate(req)
+            await handler(req, self.state, key)
+            return
+        raise NotFound(f"no endpoint {req.method} {path}")
+
+    async def _authenticate(self, req: Request) -> ApiKey:
+        key = await self.state.auth.authenticate(req.headers.get("authorization"))
+        if key is None:
+            raise Unauthorized("missing or unknown API key: send 'Authorization: Bearer <key>'")
+        if key.credits is not None and key.spent >= key.credits:
+            raise InsufficientCredits("this API key has no credits left")
+        return key
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message: dict[str, Any] = dict(await receive())
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.state.store.open()
+                    self.state.ready = True
+                except Exception as exc:
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                self.state.ready = False
+                await self.state.gateway.router.aclose()
+                await self.state.store.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return

@@ -1,0 +1,124 @@
+"""Minimal ASGI plumbing: the request, body reading with a size cap, JSON and error responses."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ..errors import InvalidRequest, PayloadTooLarge, TidegateError
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class Request:
+    scope: Scope
+    receive: Receive
+    send: Send
+    generation_id: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    path_params: dict[str, str] = field(default_factory=dict)
+    started: bool = False  # response start sent
+
+    @classmethod
+    def from_scope(cls, scope: Scope, receive: Receive, send: Send) -> Request:
+        headers: dict[str, str] = {}
+        for k, v in scope.get("headers", []):
+            name = k.decode("latin-1").lower()
+            value = v.decode("latin-1")
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        return cls(scope=scope, receive=receive, send=send, headers=headers)
+
+    @property
+    def method(self) -> str:
+        return str(self.scope["method"])
+
+    @property
+    def path(self) -> str:
+        return str(self.scope["path"])
+
+    @property
+    def client_host(self) -> str:
+        client = self.scope.get("client")
+        return str(client[0]) if client else ""
+
+    async def body(self, limit: int) -> bytes:
+        """The whole body, or 413 as soon as it exceeds `limit` (chunked bodies included)."""
+        declared = self.headers.get("content-length")
+        if declared is not None:
+            try:
+                if int(declared) > limit:
+                    raise PayloadTooLarge(f"the request body is {declared} bytes; the limit is {limit} bytes")
+            except ValueError:
+                raise InvalidRequest("Content-Length is not a number") from None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await self.receive()
+            if message["type"] == "http.disconnect":
+                raise InvalidRequest("the client disconnected while sending the body")
+            chunk = message.get("body", b"")
+            if chunk:
+                size += len(chunk)
+                if size > limit:
+                    raise PayloadTooLarge(f"the request body exceeds the limit of {limit} bytes")
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    async def json(self, limit: int) -> Any:
+        raw = await self.body(limit)
+        if not raw.strip():
+            raise InvalidRequest("the request body is empty; send a JSON object")
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise InvalidRequest(f"the request body is not valid JSON: {exc.msg} at position {exc.pos}") from None
+
+    def base_headers(self, extra: dict[str, str] | None = None) -> list[tuple[bytes, bytes]]:
+        out: list[tuple[bytes, bytes]] = []
+        if self.generation_id is not None:
+            out.append((b"x-generation-id", self.generation_id.encode()))
+        for k, v in (extra or {}).items():
+            out.append((k.lower().encode("latin-1"), v.encode("latin-1")))
+        return out
+
+    async def start(self, status: int, content_type: str, extra: dict[str, str] | None = None) -> None:
+        headers = [(b"content-type", content_type.encode()), *self.base_headers(extra)]
+        if content_type.startswith("text/event-stream"):
+            headers += [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
+        self.started = True
+
+    async def write(self, data: bytes, more: bool = True) -> None:
+        await self.send({"type": "http.response.body", "body": data, "more_body": more})
+
+    async def respond_bytes(
+        self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None
+    ) -> None:
+        headers = [
+            (b"content-type", content_type.encode()),
+            (b"content-length", str(len(body)).encode()),
+            *self.base_headers(extra),
+        ]
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
+        self.started = True
+        await self.send({"type": "http.response.body", "body": body, "more_body": False})
+
+    async def respond_json(self, status: int, payload: Any, extra: dict[str, str] | None = None) -> None:
+        await self.respond_bytes(status, orjson.dumps(payload), "application/json", extra)
+
+    async def respond_error(self, error: TidegateError, extra: dict[str, str] | None = None) -> None:
+        headers = dict(extra or {})
+        if error.retry_after is not None:
+            headers["retry-after"] = str(max(1, round(error.retry_after)))
+        await self.respond_json(error.status, error.body(), headers)
+
+
+Handler = Callable[[Request], Awaitable[None]]

@@ -1,0 +1,21 @@
+"""Process-wide state of one server worker."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from ..config import Config
+from ..gateway.generation import Gateway
+from ..keys import Authenticator
+from ..store.base import GenerationStore
+
+
+@dataclass(slots=True)
+class AppState:
+    config: Config
+    store: GenerationStore
+    gateway: Gateway
+    auth: Authenticator
+    ready: bool = False
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)

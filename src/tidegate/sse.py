@@ -1,0 +1,196 @@
+"""Server-sent events: an incremental WHATWG decoder with size caps, and the encoder.
+
+The decoder follows https://html.spec.whatwg.org/multipage/server-sent-events.html (9.2.6): CR, LF
+and CRLF line endings (a CRLF split across reads included), one BOM stripped at the very start only,
+comments skipped (counted, so callers can see keep-alives), `data` lines joined with "\\n", `id` with
+NUL ignored, `retry` only when all ASCII digits, an unterminated event at EOF dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_BOM = b"\xef\xbb\xbf"
+
+DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
+
+
+class SSEProtocolError(ValueError):
+    """A line or event over the size cap: the stream cannot be decoded safely."""
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    data: str
+    event: str = "message"
+    id: str | None = None
+    retry: int | None = None
+
+
+class SSEDecoder:
+    """Feed bytes with `feed`, get complete events back. Keeps all state between reads."""
+
+    __slots__ = (
+        "_buf",
+        "_comments",
+        "_data",
+        "_data_size",
+        "_event",
+        "_have_data",
+        "_last_id",
+        "_max_event",
+        "_max_line",
+        "_retry",
+        "_skip_lf",
+        "_started",
+    )
+
+    def __init__(
+        self,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    ) -> None:
+        self._buf = b""
+        self._started = False
+        self._skip_lf = False
+        self._data: list[str] = []
+        self._data_size = 0
+        self._have_data = False
+        self._event = ""
+        self._last_id: str | None = None
+        self._retry: int | None = None
+        self._max_line = max_line_bytes
+        self._max_event = max_event_bytes
+        self._comments = 0
+
+    @property
+    def last_event_id(self) -> str | None:
+        return self._last_id
+
+    @property
+    def comments_seen(self) -> int:
+        """Comment lines seen so far (keep-alives)."""
+        return self._comments
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes of an unfinished line plus undispatched data (non-zero at EOF = truncated event)."""
+        return len(self._buf) + self._data_size
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        if not chunk:
+            return []
+        buf = self._buf + chunk if self._buf else chunk
+        if not self._started:
+            if len(buf) < len(_BOM) and _BOM.startswith(buf):
+                self._buf = buf
+                return []
+            self._started = True
+            if buf.startswith(_BOM):
+                buf = buf[len(_BOM) :]
+        if self._skip_lf and buf:
+            if buf[0:1] == b"\n":
+                buf = buf[1:]
+            self._skip_lf = False
+        events: list[SSEEvent] = []
+        pos = 0
+        end = len(buf)
+        while pos < end:
+            lf = buf.find(b"\n", pos)
+            cr = buf.find(b"\r", pos, lf if lf != -1 else end)
+            if cr != -1:
+                line_end = cr
+                nxt = cr + 1
+                if nxt < end:
+                    if buf[nxt : nxt + 1] == b"\n":
+                        nxt += 1
+                else:
+                    self._skip_lf = True
+            elif lf != -1:
+                line_end = lf
+                nxt = lf + 1
+            else:
+                break
+            if line_end - pos > self._max_line:
+                raise SSEProtocolError(f"SSE line of {line_end - pos} bytes exceeds {self._max_line}")
+            ev = self._line(buf[pos:line_end])
+            if ev is not None:
+                events.append(ev)
+            pos = nxt
+        rest = buf[pos:]
+        if len(rest) > self._max_line:
+            raise SSEProtocolError(f"SSE line of over {len(rest)} bytes exceeds {self._max_line}")
+        self._buf = rest
+        return events
+
+    def _line(self, raw: bytes) -> SSEEvent | None:
+        if not raw:
+            return self._dispatch()
+        if raw[0:1] == b":":
+            self._comments += 1
+            return None
+        line = raw.decode("utf-8", "replace")
+        colon = line.find(":")
+        if colon == -1:
+            name, value = line, ""
+        else:
+            name = line[:colon]
+            value = line[colon + 1 :]
+            if value.startswith(" "):
+                value = value[1:]
+        if name == "data":
+            self._data_size += len(value) + 1
+            if self._data_size > self._max_event:
+                raise SSEProtocolError(f"SSE event exceeds {self._max_event} bytes")
+            self._data.append(value)
+            self._have_data = True
+        elif name == "event":
+            self._event = value
+        elif name == "id":
+            if "\x00" not in value:
+                self._last_id = value if value else None
+        elif name == "retry":
+            if value and value.isascii() and value.isdigit():
+                self._retry = int(value)
+        return None
+
+    def _dispatch(self) -> SSEEvent | None:
+        if not self._have_data:
+            self._event = ""
+            return None
+        ev = SSEEvent(
+            data="\n".join(self._data),
+            event=self._event or "message",
+            id=self._last_id,
+            retry=self._retry,
+        )
+        self._data = []
+        self._data_size = 0
+        self._have_data = False
+        self._event = ""
+        return ev
+
+
+def encode_event(data: bytes | str, *, event: str | None = None, id: int | str | None = None) -> bytes:
+    """One SSE event: optional `id:` and `event:` lines, `data:` line(s), blank line."""
+    if isinstance(data, str):
+        data = data.encode()
+    parts: list[bytes] = []
+    if id is not None:
+        parts.append(b"id: %s\n" % str(id).encode())
+    if event is not None:
+        parts.append(b"event: %s\n" % event.encode())
+    if b"\n" in data or b"\r" in data:
+        for line in data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n"):
+            parts.append(b"data: %s\n" % line)
+    else:
+        parts.append(b"data: %s\n" % data)
+    parts.append(b"\n")
+    return b"".join(parts)
+
+
+def encode_comment(text: str) -> bytes:
+    """A comment line (keep-alive), terminated by a blank line so line-based clients flush it."""
+    clean = text.replace("\r", " ").replace("\n", " ")
+    return b": %s\n\n" % clean.encode()

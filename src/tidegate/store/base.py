@@ -1,0 +1,122 @@
+"""The `GenerationStore` protocol and the records it keeps."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+GENERATION_STATUSES = ("in_progress", "completed", "failed", "cancelled", "interrupted")
+
+
+@dataclass(slots=True)
+class ApiKey:
+    id: str
+    name: str
+    secret_hash: str
+    created_at: float
+    credits: float | None = None  # None = unlimited
+    spent: float = 0.0
+    revoked: bool = False
+    is_master: bool = False
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "created_at": self.created_at,
+            "credits": self.credits,
+            "spent": round(self.spent, 10),
+            "revoked": self.revoked,
+        }
+
+
+@dataclass(slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+
+
+@dataclass(slots=True)
+class GenerationRecord:
+    id: str
+    key_id: str
+    model: str
+    door: str
+    created_at: float
+    status: str = "in_progress"
+    idempotency_key: str | None = None
+    request_hash: str | None = None
+    provider: str | None = None
+    served_model: str | None = None
+    attempts: int = 0
+    finish_reason: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    usage_estimated: bool = False
+    cost: float = 0.0
+    output_text: str = ""
+    error: dict[str, Any] | None = None
+    ttft_ms: float | None = None
+    duration_ms: float | None = None
+
+    def public(self) -> dict[str, Any]:
+        """The JSON of `GET /api/v1/generations/{id}` (CONTRACT §7)."""
+        return {
+            "id": self.id,
+            "status": self.status,
+            "model": self.model,
+            "provider": self.provider,
+            "served_model": self.served_model,
+            "attempts": self.attempts,
+            "finish_reason": self.finish_reason,
+            "usage": asdict(self.usage),
+            "usage_estimated": self.usage_estimated,
+            "cost": self.cost,
+            "output_text": self.output_text,
+            "error": self.error,
+            "created_at": self.created_at,
+            "ttft_ms": self.ttft_ms,
+            "duration_ms": self.duration_ms,
+        }
+
+
+class GenerationStore(Protocol):
+    """Everything tidegate persists. Every implementation passes the same test suite."""
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def ping(self) -> bool: ...
+
+    # API keys
+    async def create_key(self, key: ApiKey) -> None: ...
+
+    async def find_key_by_hash(self, secret_hash: str) -> ApiKey | None: ...
+
+    async def list_keys(self) -> list[ApiKey]: ...
+
+    async def revoke_key(self, key_id_or_name: str) -> bool: ...
+
+    async def count_keys(self) -> int: ...
+
+    async def add_spend(self, key_id: str, cost: float) -> None: ...
+
+    # Generations
+    async def create_generation(self, record: GenerationRecord) -> None: ...
+
+    async def update_generation(self, record: GenerationRecord) -> None: ...
+
+    async def get_generation(self, generation_id: str) -> GenerationRecord | None: ...
+
+    async def mark_interrupted(self) -> int: ...
+
+
+def open_store(url: str) -> GenerationStore:
+    if url.startswith("sqlite://"):
+        from .sqlite import SQLiteStore
+
+        return SQLiteStore(url)
+    raise ValueError(f"store.url: scheme not available in this build: {url.split('://')[0]}")

@@ -1,0 +1,283 @@
+"""SQLite store (the embedded default): stdlib sqlite3 in WAL mode behind a one-thread executor."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .base import ApiKey, GenerationRecord, Usage
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS api_keys (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    secret_hash TEXT NOT NULL UNIQUE,
+    created_at REAL NOT NULL,
+    credits REAL,
+    spent REAL NOT NULL DEFAULT 0,
+    revoked INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS generations (
+    id TEXT PRIMARY KEY,
+    key_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    door TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    status TEXT NOT NULL,
+    idempotency_key TEXT,
+    request_hash TEXT,
+    provider TEXT,
+    served_model TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    finish_reason TEXT,
+    usage TEXT NOT NULL DEFAULT '{}',
+    usage_estimated INTEGER NOT NULL DEFAULT 0,
+    cost REAL NOT NULL DEFAULT 0,
+    output_text TEXT NOT NULL DEFAULT '',
+    error TEXT,
+    ttft_ms REAL,
+    duration_ms REAL
+);
+CREATE INDEX IF NOT EXISTS generations_status ON generations(status);
+"""
+
+_GEN_COLUMNS = (
+    "id, key_id, model, door, created_at, status, idempotency_key, request_hash, provider, served_model, "
+    "attempts, finish_reason, usage, usage_estimated, cost, output_text, error, ttft_ms, duration_ms"
+)
+
+
+def _path_from_url(url: str) -> str:
+    # sqlite:///relative.db, sqlite:////abs/path.db, sqlite:///:memory:
+    rest = url[len("sqlite://") :]
+    if rest.startswith("/"):
+        rest = rest[1:]
+    return rest or "tidegate.db"
+
+
+class SQLiteStore:
+    def __init__(self, url: str) -> None:
+        self.path = _path_from_url(url)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-sqlite")
+        self._conn: sqlite3.Connection | None = None
+
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, fn, *args)
+
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            if self.path != ":memory:":
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=5000")
+            conn.executescript(_SCHEMA)
+            self._conn = conn
+        return self._conn
+
+    async def open(self) -> None:
+        await self._run(self._db)
+
+    def open_sync(self) -> None:
+        self._db()
+
+    async def close(self) -> None:
+        def _close() -> None:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+        await self._run(_close)
+        self._executor.shutdown(wait=False)
+
+    async def ping(self) -> bool:
+        def _ping() -> bool:
+            self._db().execute("SELECT 1").fetchone()
+            return True
+
+        try:
+            return bool(await self._run(_ping))
+        except sqlite3.Error:
+            return False
+
+    # --- keys -------------------------------------------------------------------------------------
+    @staticmethod
+    def _key_row(row: tuple[Any, ...]) -> ApiKey:
+        return ApiKey(
+            id=row[0],
+            name=row[1],
+            secret_hash=row[2],
+            created_at=row[3],
+            credits=row[4],
+            spent=row[5],
+            revoked=bool(row[6]),
+        )
+
+    def create_key_sync(self, key: ApiKey) -> None:
+        self._db().execute(
+            "INSERT INTO api_keys (id, name, secret_hash, created_at, credits, spent, revoked)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (key.id, key.name, key.secret_hash, key.created_at, key.credits, key.spent, int(key.revoked)),
+        )
+
+    async def create_key(self, key: ApiKey) -> None:
+        await self._run(self.create_key_sync, key)
+
+    async def find_key_by_hash(self, secret_hash: str) -> ApiKey | None:
+        def _find() -> ApiKey | None:
+            row = (
+                self._db()
+                .execute(
+                    "SELECT id, name, secret_hash, created_at, credits, spent, revoked"
+                    " FROM api_keys WHERE secret_hash = ?",
+                    (secret_hash,),
+                )
+                .fetchone()
+            )
+            return self._key_row(row) if row else None
+
+        result: ApiKey | None = await self._run(_find)
+        return result
+
+    def list_keys_sync(self) -> list[ApiKey]:
+        rows = (
+            self._db()
+            .execute(
+                "SELECT id, name, secret_hash, created_at, credits, spent, revoked FROM api_keys ORDER BY created_at"
+            )
+            .fetchall()
+        )
+        return [self._key_row(r) for r in rows]
+
+    async def list_keys(self) -> list[ApiKey]:
+        result: list[ApiKey] = await self._run(self.list_keys_sync)
+        return result
+
+    def revoke_key_sync(self, key_id_or_name: str) -> bool:
+        cur = self._db().execute(
+            "UPDATE api_keys SET revoked = 1 WHERE (id = ? OR name = ?) AND revoked = 0",
+            (key_id_or_name, key_id_or_name),
+        )
+        return cur.rowcount > 0
+
+    async def revoke_key(self, key_id_or_name: str) -> bool:
+        return bool(await self._run(self.revoke_key_sync, key_id_or_name))
+
+    def count_keys_sync(self) -> int:
+        row = self._db().execute("SELECT COUNT(*) FROM api_keys WHERE revoked = 0").fetchone()
+        return int(row[0])
+
+    async def count_keys(self) -> int:
+        return int(await self._run(self.count_keys_sync))
+
+    async def add_spend(self, key_id: str, cost: float) -> None:
+        def _add() -> None:
+            self._db().execute("UPDATE api_keys SET spent = spent + ? WHERE id = ?", (cost, key_id))
+
+        await self._run(_add)
+
+    # --- generations ------------------------------------------------------------------------------
+    @staticmethod
+    def _gen_params(r: GenerationRecord) -> tuple[Any, ...]:
+        u = r.usage
+        usage = json.dumps(
+            {
+                "prompt_tokens": u.prompt_tokens,
+                "completion_tokens": u.completion_tokens,
+                "total_tokens": u.total_tokens,
+                "reasoning_tokens": u.reasoning_tokens,
+                "cached_tokens": u.cached_tokens,
+            }
+        )
+        return (
+            r.id,
+            r.key_id,
+            r.model,
+            r.door,
+            r.created_at,
+            r.status,
+            r.idempotency_key,
+            r.request_hash,
+            r.provider,
+            r.served_model,
+            r.attempts,
+            r.finish_reason,
+            usage,
+            int(r.usage_estimated),
+            r.cost,
+            r.output_text,
+            json.dumps(r.error) if r.error is not None else None,
+            r.ttft_ms,
+            r.duration_ms,
+        )
+
+    @staticmethod
+    def _gen_row(row: tuple[Any, ...]) -> GenerationRecord:
+        return GenerationRecord(
+            id=row[0],
+            key_id=row[1],
+            model=row[2],
+            door=row[3],
+            created_at=row[4],
+            status=row[5],
+            idempotency_key=row[6],
+            request_hash=row[7],
+            provider=row[8],
+            served_model=row[9],
+            attempts=row[10],
+            finish_reason=row[11],
+            usage=Usage(**json.loads(row[12])),
+            usage_estimated=bool(row[13]),
+            cost=row[14],
+            output_text=row[15],
+            error=json.loads(row[16]) if row[16] else None,
+            ttft_ms=row[17],
+            duration_ms=row[18],
+        )
+
+    async def create_generation(self, record: GenerationRecord) -> None:
+        params = self._gen_params(record)
+
+        def _insert() -> None:
+            self._db().execute(f"INSERT INTO generations ({_GEN_COLUMNS}) VALUES ({', '.join('?' * 19)})", params)
+
+        await self._run(_insert)
+
+    async def update_generation(self, record: GenerationRecord) -> None:
+        params = self._gen_params(record)
+
+        def _update() -> None:
+            cols = [c.strip() for c in _GEN_COLUMNS.split(",")][1:]
+            sets = ", ".join(f"{c} = ?" for c in cols)
+            self._db().execute(f"UPDATE generations SET {sets} WHERE id = ?", (*params[1:], params[0]))
+
+        await self._run(_update)
+
+    async def get_generation(self, generation_id: str) -> GenerationRecord | None:
+        def _get() -> GenerationRecord | None:
+            row = (
+                self._db().execute(f"SELECT {_GEN_COLUMNS} FROM generations WHERE id = ?", (generation_id,)).fetchone()
+            )
+            return self._gen_row(row) if row else None
+
+        result: GenerationRecord | None = await self._run(_get)
+        return result
+
+    async def mark_interrupted(self) -> int:
+        def _mark() -> int:
+            cur = self._db().execute(
+                "UPDATE generations SET status = 'interrupted',"
+                ' error = \'{"code": "interrupted", "message": "the gateway stopped mid-generation"}\''
+                " WHERE status = 'in_progress'"
+            )
+            return cur.rowcount
+
+        return int(await self._run(_mark))

@@ -1,0 +1,163 @@
+"""Test plumbing: free ports, a real tidegate server subprocess, SSE reading helpers."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+from tidegate.sse import SSEDecoder, SSEEvent
+
+MASTER_KEY = "tg-test-master-key-0123456789"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+@dataclass
+class ServerProcess:
+    base_url: str
+    key: str
+    proc: subprocess.Popen[bytes]
+    workdir: Path
+    config_path: Path
+    log_path: Path
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def start_server(
+    workdir: Path,
+    config_toml: str,
+    *,
+    master_key: str | None = MASTER_KEY,
+    extra_env: dict[str, str] | None = None,
+    args: list[str] | None = None,
+    wait_ready: bool = True,
+) -> ServerProcess:
+    """Start `tidegate serve` as a real subprocess on a free port and wait for /readyz."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    config_path = workdir / "tidegate.toml"
+    config_path.write_text(config_toml)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TIDEGATE_")}
+    if master_key is not None:
+        env["TIDEGATE_MASTER_KEY"] = master_key
+    env.update(extra_env or {})
+    log_path = workdir / "server.log"
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tidegate", "serve", "--config", str(config_path), "--port", str(port), *(args or [])],
+        cwd=workdir,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    server = ServerProcess(f"http://127.0.0.1:{port}", master_key or "", proc, workdir, config_path, log_path, env)
+    if wait_ready:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"tidegate exited with {proc.returncode}:\n{server.log()}")
+            try:
+                if httpx.get(server.base_url + "/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        else:
+            server.stop()
+            raise RuntimeError(f"tidegate did not become ready:\n{server.log()}")
+    return server
+
+
+def sqlite_url(workdir: Path) -> str:
+    return f"sqlite:///{workdir / 'tidegate.db'}"
+
+
+def local_config(workdir: Path, server_extra: str = "") -> str:
+    return f"""
+[server]
+host = "127.0.0.1"
+{server_extra}
+[store]
+url = "{sqlite_url(workdir)}"
+[providers.local]
+kind = "local"
+[models."local/smollm2"]
+routes = [{{ provider = "local", model = "smollm2-135m-instruct" }}]
+pricing = {{ prompt = 1.0, completion = 2.0 }}
+[models."local/e5-small"]
+type = "embedding"
+routes = [{{ provider = "local", model = "e5-small" }}]
+"""
+
+
+@dataclass
+class SSEResult:
+    status: int
+    headers: httpx.Headers
+    events: list[SSEEvent]
+    comments: int
+    raw: bytes
+
+    def json_events(self) -> list[Any]:
+        return [orjson.loads(e.data) for e in self.events if e.data != "[DONE]"]
+
+    @property
+    def done(self) -> bool:
+        return bool(self.events) and self.events[-1].data == "[DONE]"
+
+
+def stream_sse(url: str, body: dict[str, Any] | bytes, headers: dict[str, str], timeout: float = 60.0) -> SSEResult:
+    """POST and read the whole SSE response with tidegate's own decoder (raw bytes kept)."""
+    content = body if isinstance(body, bytes) else orjson.dumps(body)
+    decoder = SSEDecoder()
+    events: list[SSEEvent] = []
+    raw = bytearray()
+    with httpx.stream(
+        "POST", url, content=content, headers={"content-type": "application/json", **headers}, timeout=timeout
+    ) as resp:
+        for chunk in resp.iter_raw():
+            raw += chunk
+            events.extend(decoder.feed(chunk))
+        return SSEResult(resp.status_code, resp.headers, events, decoder.comments_seen, bytes(raw))
