@@ -1,0 +1,165 @@
+"""HTTP transport shared by the HTTP upstream kinds (openai, anthropic, bedrock, vertex).
+
+An `HttpAdapter` is pure: `build_request` → `UpstreamHttpRequest`, `new_decoder()` → a stateful
+`StreamDecoder` (bytes in, canonical events out) and `map_error(status, headers, body)` →
+`ProviderFailure`. This module does the I/O with aiohttp: one `ClientSession` per provider, raw chunks
+read with `readany()` and handed to the decoder; it never sleeps or times out (the relay does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import aiohttp
+
+from ..errors import ProviderFailure, retriable_status
+from ..events import Event, Failed
+from ..request import GenerationRequest
+from ..sse import SSEProtocolError
+
+MAX_ERROR_BODY = 64 * 1024
+
+
+@dataclass(slots=True)
+class UpstreamHttpRequest:
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: bytes
+    # Set by adapters whose signing needs the final bytes (Bedrock SigV4); called right before sending.
+    sign: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class StreamDecoder(Protocol):
+    def feed(self, chunk: bytes) -> list[Event]:
+        """Decode bytes; raise `SSEProtocolError` / `ValueError` on undecodable data."""
+        ...
+
+    def end(self) -> list[Event]:
+        """EOF: return `[Failed(...)]` when the stream ended without its terminal event, else []."""
+        ...
+
+
+class HttpAdapter(Protocol):
+    name: str
+
+    async def build_request(self, request: GenerationRequest, served_model: str) -> UpstreamHttpRequest: ...
+
+    def new_decoder(self, request: GenerationRequest, served_model: str) -> StreamDecoder: ...
+
+    def map_error(self, status: int, headers: dict[str, str], body: bytes) -> ProviderFailure: ...
+
+
+def retry_after_seconds(headers: dict[str, str]) -> float | None:
+    value = headers.get("retry-after") or headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None
+
+
+def default_failure(status: int, headers: dict[str, str], message: str) -> ProviderFailure:
+    return ProviderFailure(
+        "upstream_error",
+        message,
+        status=status,
+        retriable=retriable_status(status),
+        retry_after=retry_after_seconds(headers),
+    )
+
+
+class HttpStream:
+    """A response being read: chunk → decoder → events. Failures become one `Failed` event."""
+
+    def __init__(self, response: aiohttp.ClientResponse, decoder: StreamDecoder, provider: str) -> None:
+        self._response = response
+        self._decoder = decoder
+        self._provider = provider
+        self._ended = False
+
+    async def read(self) -> list[Event] | None:
+        if self._ended:
+            return None
+        try:
+            chunk = await self._response.content.readany()
+        except (aiohttp.ClientError, ConnectionError, asyncio.IncompleteReadError) as exc:
+            self._ended = True
+            return [Failed("upstream_error", f"the upstream connection dropped ({type(exc).__name__})", self._provider)]
+        if not chunk:
+            self._ended = True
+            events = self._safe(self._decoder.end)
+            return events or None
+        return self._safe(lambda: self._decoder.feed(chunk))
+
+    def _safe(self, fn: Any) -> list[Event]:
+        try:
+            events: list[Event] = fn()
+        except SSEProtocolError as exc:
+            self._ended = True
+            return [Failed("upstream_protocol_error", str(exc), self._provider)]
+        except ValueError as exc:
+            self._ended = True
+            return [Failed("upstream_protocol_error", f"undecodable upstream data: {exc}"[:300], self._provider)]
+        if any(isinstance(e, Failed) for e in events):
+            self._ended = True
+        return events
+
+    async def aclose(self) -> None:
+        self._ended = True
+        self._response.close()
+
+
+class HttpProvider:
+    """A `ChatProvider` for an HTTP upstream, given its pure adapter."""
+
+    def __init__(self, name: str, kind: str, adapter: HttpAdapter, connect_timeout_s: float = 10.0) -> None:
+        self.name = name
+        self.kind = kind
+        self.adapter = adapter
+        self._connect_timeout = connect_timeout_s
+        self._session: aiohttp.ClientSession | None = None
+
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout),
+                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+                auto_decompress=True,
+                skip_auto_headers=("User-Agent",),
+            )
+        return self._session
+
+    async def send(self, req: UpstreamHttpRequest) -> aiohttp.ClientResponse:
+        """Send; a non-2xx answer raises the adapter's `ProviderFailure` (body read and capped)."""
+        if req.sign is not None:
+            req.sign(req)
+        try:
+            response = await self.session().request(req.method, req.url, headers=req.headers, data=req.body)
+        except (aiohttp.ClientConnectionError, OSError) as exc:
+            raise ProviderFailure(
+                "connect_error", f"could not reach the upstream ({type(exc).__name__})", retriable=True
+            ) from None
+        if response.status >= 300:
+            try:
+                body = await response.content.read(MAX_ERROR_BODY)
+            except (aiohttp.ClientError, ConnectionError):
+                body = b""
+            finally:
+                response.close()
+            headers = {k.lower(): v for k, v in response.headers.items()}
+            raise self.adapter.map_error(response.status, headers, body)
+        return response
+
+    async def open_chat(self, request: GenerationRequest, served_model: str) -> HttpStream:
+        req = await self.adapter.build_request(request, served_model)
+        response = await self.send(req)
+        return HttpStream(response, self.adapter.new_decoder(request, served_model), self.name)
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
