@@ -8,12 +8,24 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from ..config import Config, ModelConfig
+from ..errors import TidegateError
 from ..events import Failed
 from ..request import GenerationRequest
-from ..store.base import ApiKey, GenerationRecord, GenerationStore
+from ..store.base import ApiKey, BeginResult, GenerationRecord, GenerationStore
 from .recorder import Recorder
 from .relay import Relay, RelayItem, RelaySettings
 from .router import Router
+
+
+class ExistingGeneration(TidegateError):
+    """Same Idempotency-Key as an earlier generation that must be answered instead of a new one."""
+
+    status = 409
+    code = "generation_in_progress"
+
+    def __init__(self, result: BeginResult) -> None:
+        super().__init__(f"idempotency key matches generation {result.record.id} ({result.outcome})")
+        self.result = result
 
 
 @dataclass(slots=True)
@@ -26,6 +38,10 @@ class Generation:
     relay: Relay
     cancel: asyncio.Event
     created: int = field(default_factory=lambda: int(time.time()))
+
+    @property
+    def record(self) -> GenerationRecord:
+        return self.recorder.record
 
     def items(self) -> AsyncIterator[RelayItem]:
         return self.relay.run()
@@ -91,7 +107,10 @@ class Gateway:
             request_hash=request_hash,
         )
         recorder = Recorder(store=self.store, record=record, messages=request.messages, pricing=model.pricing)
-        await recorder.begin()
+        begun = await self.store.begin_generation(record)  # durable before any upstream request
+        if begun.outcome != "created":
+            raise ExistingGeneration(begun)
+        recorder.start_flushing()
         gen = Generation(
             id=generation_id,
             key=key,
@@ -100,6 +119,7 @@ class Gateway:
             recorder=recorder,
             relay=Relay(request, routes, settings, cancel),
             cancel=cancel,
+            created=int(record.created_at),
         )
         self.running[generation_id] = gen
         return gen

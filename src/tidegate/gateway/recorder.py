@@ -1,15 +1,37 @@
-"""The recorder: watches a generation's canonical events and keeps its record in the store."""
+"""The recorder: watches a generation's canonical events and keeps its record in the store.
+
+It keeps two logs per generation: the door's wire frames (index = SSE `id`, for resume and same-door
+replay) and the canonical events (for replay in the native format). Both are flushed off the hot path
+by one owned task at least every 250 ms; `finish` flushes the rest before the terminal state is written.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Pricing
-from ..events import Event, Failed, Finished, ReasoningDelta, Started, TextDelta, ToolCallDelta, UsageReport
-from ..store.base import GenerationRecord, GenerationStore, Usage
+from ..events import (
+    Event,
+    Failed,
+    Finished,
+    RawFrame,
+    ReasoningDelta,
+    Started,
+    TextDelta,
+    ToolCallDelta,
+    UsageReport,
+)
+from ..store.base import LOG_EVENT, LOG_FRAME, LOG_JSON, GenerationRecord, GenerationStore, Usage
+from .eventlog import encode_event
 from .usage import cost_of, estimate_usage
+
+FLUSH_INTERVAL_S = 0.2
+log = logging.getLogger("tidegate.recorder")
 
 
 @dataclass(slots=True)
@@ -25,12 +47,60 @@ class Recorder:
     usage: UsageReport | None = None
     finish_reason: str | None = None
     _first_token_at: float | None = None
+    frames: list[bytes] = field(default_factory=list)
+    closed: bool = False
+    _event_seq: int = 0
+    _pending: list[tuple[str, int, bytes]] = field(default_factory=list)
+    _flusher: asyncio.Task[None] | None = None
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def begin(self) -> None:
-        """Durable before the upstream request is sent (CONTRACT §7)."""
+        """Durable before the upstream request is sent (CONTRACT §7); no idempotency check."""
         await self.store.create_generation(self.record)
+        self.start_flushing()
+
+    def start_flushing(self) -> None:
+        """Start the owned flush task (the record itself is already durable)."""
+        if self._flusher is None:
+            self._flusher = asyncio.ensure_future(self._flush_loop())
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_INTERVAL_S)
+            try:
+                await self.flush()
+            except Exception:  # a slow or failing store never stalls the stream
+                log.warning("event log flush failed for %s", self.record.id, exc_info=True)
+
+    async def flush(self) -> None:
+        if self._pending:
+            batch, self._pending = self._pending, []
+            await self.store.append_log(self.record.id, batch)
+
+    def log_frames(self, data: bytes) -> None:
+        """Record wire frames (one or more complete SSE events) as they are written."""
+        for part in data.split(b"\n\n"):
+            if part:
+                frame = part + b"\n\n"
+                self._pending.append((LOG_FRAME, len(self.frames), frame))
+                self.frames.append(frame)
+        self._notify()
+
+    def log_json(self, body: bytes) -> None:
+        self._pending.append((LOG_JSON, 0, body))
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait_changed(self) -> None:
+        if not self.closed:
+            await self._changed.wait()
 
     def observe(self, event: Event) -> None:
+        if not isinstance(event, RawFrame):
+            self._pending.append((LOG_EVENT, self._event_seq, encode_event(event)))
+            self._event_seq += 1
         if isinstance(event, TextDelta):
             self._mark_first_token()
             self.text.append(event.text)
@@ -102,7 +172,15 @@ class Recorder:
         elif error is not None:
             rec.error = error
         rec.duration_ms = round((time.monotonic() - self.started_at) * 1000, 3)
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+            self._flusher = None
+        await self.flush()
         await self.store.update_generation(rec)
+        self.closed = True
+        self._notify()
         if rec.cost:
             await self.store.add_spend(rec.key_id, rec.cost)
         return rec

@@ -6,13 +6,14 @@ import orjson
 
 from ..errors import TidegateError, UpstreamError, UpstreamTimeout
 from ..events import Failed
-from ..gateway.generation import Generation
+from ..gateway.generation import ExistingGeneration, Generation
 from ..gateway.relay import KEEPALIVE, Committed
 from ..render.chat import ChatCompletionBuilder, ChatStreamRenderer
 from ..store.base import ApiKey
 from .chat_request import parse_chat_request
 from .disconnect import watch_disconnect
 from .http import Request
+from .idempotency import answer_existing, idempotency_key, request_hash
 from .state import AppState
 
 
@@ -27,15 +28,21 @@ def provider_headers(c: Committed) -> dict[str, str]:
 async def chat_completions(req: Request, state: AppState, key: ApiKey) -> None:
     body = await req.json(state.config.server.max_body_bytes)
     request = parse_chat_request(body)
+    idem = idempotency_key(req)
     assert req.generation_id is not None
-    gen = await state.gateway.start(
-        generation_id=req.generation_id,
-        door="chat",
-        key=key,
-        request=request,
-        model_type="chat",
-        idempotency_key=req.headers.get("idempotency-key"),
-    )
+    try:
+        gen = await state.gateway.start(
+            generation_id=req.generation_id,
+            door="chat",
+            key=key,
+            request=request,
+            model_type="chat",
+            idempotency_key=idem,
+            request_hash=request_hash("chat", body) if idem else None,
+        )
+    except ExistingGeneration as existing:
+        await answer_existing(req, state, existing.result, request.stream)
+        return
     # A request without Idempotency-Key is cancelled when its client goes away (CONTRACT §7).
     cancel_on_disconnect = gen.cancel if gen.recorder.record.idempotency_key is None else None
     try:
@@ -71,6 +78,7 @@ async def _stream(req: Request, state: AppState, gen: Generation) -> None:
                 break
             frame = renderer.render(item)  # type: ignore[arg-type]
             if frame:
+                gen.recorder.log_frames(frame)
                 await req.write(frame)
     except TidegateError as exc:
         await gen.fail({"code": exc.error_code, "message": exc.message})
@@ -78,15 +86,21 @@ async def _stream(req: Request, state: AppState, gen: Generation) -> None:
             await req.respond_error(exc, {"x-provider-attempts": str(gen.relay.attempts)})
             return
         failure = Failed("upstream_error", exc.message, gen.relay.provider or "")
-        await req.write(renderer.fail(failure), more=False)
+        frame = renderer.fail(failure)
+        gen.recorder.log_frames(frame)
+        await req.write(frame, more=False)
         return
     if failure is not None:
+        frame = renderer.fail(failure)
+        gen.recorder.log_frames(frame)
         await gen.fail(failure)
-        await req.write(renderer.fail(failure), more=False)
+        await req.write(frame, more=False)
         return
     usage = gen.recorder.final_usage()
+    final = renderer.finish(usage)
+    gen.recorder.log_frames(final)
     await gen.complete()  # durable before [DONE] (CONTRACT §7)
-    await req.write(renderer.finish(usage), more=False)
+    await req.write(final, more=False)
 
 
 async def _complete(req: Request, gen: Generation) -> None:
@@ -115,6 +129,8 @@ async def _complete(req: Request, gen: Generation) -> None:
         await req.respond_error(exc, {"x-provider-attempts": str(gen.relay.attempts)})
         return
     usage = gen.recorder.final_usage()
+    body = orjson.dumps(builder.build(usage))
+    gen.recorder.log_json(body)
     await gen.complete()
     assert committed is not None
-    await req.respond_bytes(200, orjson.dumps(builder.build(usage)), "application/json", provider_headers(committed))
+    await req.respond_bytes(200, body, "application/json", provider_headers(committed))

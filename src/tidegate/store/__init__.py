@@ -1,5 +1,5 @@
 """Generation stores behind one interface (`GenerationStore`)."""
 
-from .base import ApiKey, GenerationRecord, GenerationStore, open_store
+from .base import ApiKey, BeginResult, GenerationRecord, GenerationStore, open_store
 
-__all__ = ["ApiKey", "GenerationRecord", "GenerationStore", "open_store"]
+__all__ = ["ApiKey", "BeginResult", "GenerationRecord", "GenerationStore", "open_store"]

@@ -82,6 +82,23 @@ class GenerationRecord:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class BeginResult:
+    """What `begin_generation` found for an Idempotency-Key.
+
+    outcome: `created` (a new generation; the key now points to it), `in_progress` / `completed`
+    (same key, same body: `record` is the existing one), `mismatch` (same key, different body).
+    """
+
+    outcome: str
+    record: GenerationRecord
+
+
+LOG_FRAME = "f"  # the door's wire frames, index = SSE id
+LOG_JSON = "j"  # a non-stream answer body
+LOG_EVENT = "e"  # canonical events (replay re-renders them in another format)
+
+
 class GenerationStore(Protocol):
     """Everything tidegate persists. Every implementation passes the same test suite."""
 
@@ -106,6 +123,24 @@ class GenerationStore(Protocol):
 
     # Generations
     async def create_generation(self, record: GenerationRecord) -> None: ...
+
+    async def begin_generation(self, record: GenerationRecord) -> BeginResult:
+        """Atomically: honour `record.idempotency_key` (scoped to `record.key_id`) and create the record
+        durable with status in_progress, unless a same-key generation must be answered instead."""
+        ...
+
+    async def find_idempotent(self, key_id: str, idempotency_key: str) -> GenerationRecord | None: ...
+
+    async def append_log(self, generation_id: str, entries: list[tuple[str, int, bytes]]) -> None:
+        """Append (kind, seq, data) entries to a generation's logs."""
+        ...
+
+    async def read_log(self, generation_id: str, kind: str, after_seq: int = -1) -> list[tuple[int, bytes]]: ...
+
+    async def prune(self, older_than: float) -> int:
+        """Forget idempotency keys and event logs older than `older_than` (unix time); records stay (the
+        ledger). Returns the number of keys forgotten."""
+        ...
 
     async def update_generation(self, record: GenerationRecord) -> None: ...
 

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .base import ApiKey, GenerationRecord, Usage
+from .base import ApiKey, BeginResult, GenerationRecord, Usage
 
 T = TypeVar("T")
 
@@ -45,6 +45,22 @@ CREATE TABLE IF NOT EXISTS generations (
     duration_ms REAL
 );
 CREATE INDEX IF NOT EXISTS generations_status ON generations(status);
+CREATE INDEX IF NOT EXISTS generations_created ON generations(created_at);
+CREATE TABLE IF NOT EXISTS idempotency (
+    key_id TEXT NOT NULL,
+    idem_key TEXT NOT NULL,
+    generation_id TEXT NOT NULL,
+    request_hash TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (key_id, idem_key)
+);
+CREATE TABLE IF NOT EXISTS generation_log (
+    generation_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (generation_id, kind, seq)
+);
 """
 
 _GEN_COLUMNS = (
@@ -281,3 +297,107 @@ class SQLiteStore:
             return cur.rowcount
 
         return int(await self._run(_mark))
+
+    # --- idempotency and logs ---------------------------------------------------------------------
+    def _get_sync(self, generation_id: str) -> GenerationRecord | None:
+        row = (
+            self._db().execute(f"SELECT {_GEN_COLUMNS} FROM generations WHERE id = ?", (generation_id,)).fetchone()
+        )
+        return self._gen_row(row) if row else None
+
+    async def begin_generation(self, record: GenerationRecord) -> BeginResult:
+        params = self._gen_params(record)
+
+        def _begin() -> BeginResult:
+            db = self._db()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if record.idempotency_key is not None:
+                    row = db.execute(
+                        "SELECT generation_id, request_hash FROM idempotency WHERE key_id = ? AND idem_key = ?",
+                        (record.key_id, record.idempotency_key),
+                    ).fetchone()
+                    if row is not None:
+                        existing = self._get_sync(row[0])
+                        if existing is not None:
+                            if row[1] != record.request_hash:
+                                db.execute("COMMIT")
+                                return BeginResult("mismatch", existing)
+                            if existing.status in ("in_progress", "completed"):
+                                db.execute("COMMIT")
+                                return BeginResult(existing.status, existing)
+                    db.execute(
+                        "INSERT OR REPLACE INTO idempotency (key_id, idem_key, generation_id, request_hash, created_at)"
+                        " VALUES (?, ?, ?, ?, ?)",
+                        (record.key_id, record.idempotency_key, record.id, record.request_hash, record.created_at),
+                    )
+                db.execute(f"INSERT INTO generations ({_GEN_COLUMNS}) VALUES ({', '.join('?' * 19)})", params)
+                db.execute("COMMIT")
+                return BeginResult("created", record)
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+        result: BeginResult = await self._run(_begin)
+        return result
+
+    async def find_idempotent(self, key_id: str, idempotency_key: str) -> GenerationRecord | None:
+        def _find() -> GenerationRecord | None:
+            row = (
+                self._db()
+                .execute(
+                    "SELECT generation_id FROM idempotency WHERE key_id = ? AND idem_key = ?", (key_id, idempotency_key)
+                )
+                .fetchone()
+            )
+            return self._get_sync(row[0]) if row else None
+
+        result: GenerationRecord | None = await self._run(_find)
+        return result
+
+    async def append_log(self, generation_id: str, entries: list[tuple[str, int, bytes]]) -> None:
+        if not entries:
+            return
+
+        def _append() -> None:
+            self._db().executemany(
+                "INSERT OR REPLACE INTO generation_log (generation_id, kind, seq, data) VALUES (?, ?, ?, ?)",
+                [(generation_id, kind, seq, data) for kind, seq, data in entries],
+            )
+
+        await self._run(_append)
+
+    async def read_log(self, generation_id: str, kind: str, after_seq: int = -1) -> list[tuple[int, bytes]]:
+        def _read() -> list[tuple[int, bytes]]:
+            rows = (
+                self._db()
+                .execute(
+                    "SELECT seq, data FROM generation_log WHERE generation_id = ? AND kind = ? AND seq > ?"
+                    " ORDER BY seq",
+                    (generation_id, kind, after_seq),
+                )
+                .fetchall()
+            )
+            return [(int(r[0]), bytes(r[1])) for r in rows]
+
+        result: list[tuple[int, bytes]] = await self._run(_read)
+        return result
+
+    async def prune(self, older_than: float) -> int:
+        def _prune() -> int:
+            db = self._db()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                cur = db.execute("DELETE FROM idempotency WHERE created_at < ?", (older_than,))
+                db.execute(
+                    "DELETE FROM generation_log WHERE generation_id IN"
+                    " (SELECT id FROM generations WHERE created_at < ? AND status != 'in_progress')",
+                    (older_than,),
+                )
+                db.execute("COMMIT")
+                return cur.rowcount
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+        return int(await self._run(_prune))

@@ -1,0 +1,133 @@
+"""Idempotency-Key handling shared by the generation doors (CONTRACT §7).
+
+`prepare` validates the header and hashes the body; `answer_existing` answers a repeated request from
+the store: 422 for a different body, 409 (or a live resume with `Last-Event-ID`) while running, the
+stored answer with `Idempotent-Replayed: true` once completed. `follow_frames` streams a generation's
+logged frames, live, from this process's memory or by polling the store (another worker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+
+from ..errors import GenerationInProgress, IdempotencyKeyReused, InvalidRequest
+from ..store.base import LOG_FRAME, LOG_JSON, BeginResult, GenerationRecord
+from .http import Request
+from .state import AppState
+
+POLL_INTERVAL_S = 0.1
+SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
+
+
+def idempotency_key(req: Request) -> str | None:
+    value = req.headers.get("idempotency-key")
+    if value is None:
+        return None
+    if not 1 <= len(value) <= 255 or not all(0x21 <= ord(c) <= 0x7E for c in value):
+        raise InvalidRequest("'Idempotency-Key' must be 1-255 visible ASCII characters (no spaces)")
+    return value
+
+
+def request_hash(door: str, body: Any) -> str:
+    canonical = orjson.dumps({"door": door, "body": body}, option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def last_event_id(req: Request) -> int | None:
+    value = req.headers.get("last-event-id")
+    if value is None or value == "":
+        return None
+    try:
+        parsed = int(value)
+    except ValueError:
+        raise InvalidRequest("'Last-Event-ID' must be an event id (an integer) from this stream") from None
+    if parsed < -1:
+        raise InvalidRequest("'Last-Event-ID' must be >= 0")
+    return parsed
+
+
+def wants_sse(req: Request) -> bool:
+    return "text/event-stream" in req.headers.get("accept", "")
+
+
+def record_headers(record: GenerationRecord, replayed: bool = True) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    if record.provider:
+        headers["x-provider"] = record.provider
+    if record.served_model:
+        headers["x-served-model"] = record.served_model
+    headers["x-provider-attempts"] = str(record.attempts)
+    if replayed:
+        headers["idempotent-replayed"] = "true"
+    return headers
+
+
+async def follow_frames(state: AppState, generation_id: str, after: int) -> AsyncIterator[bytes]:
+    """Every logged frame with id > `after`, following a running generation live to its end."""
+    running = state.gateway.running.get(generation_id)
+    if running is not None:
+        recorder = running.recorder
+        index = after + 1
+        while True:
+            while index < len(recorder.frames):
+                yield recorder.frames[index]
+                index += 1
+            if recorder.closed:
+                return
+            await recorder.wait_changed()
+    next_seq = after
+    while True:
+        record = await state.store.get_generation(generation_id)
+        for seq, data in await state.store.read_log(generation_id, LOG_FRAME, next_seq):
+            yield data
+            next_seq = seq
+        if record is None or record.status != "in_progress":
+            for seq, data in await state.store.read_log(generation_id, LOG_FRAME, next_seq):
+                yield data
+                next_seq = seq
+            return
+        if generation_id in state.gateway.running:  # it moved into this process's memory view
+            async for data in follow_frames(state, generation_id, next_seq):
+                yield data
+            return
+        await asyncio.sleep(POLL_INTERVAL_S)
+
+
+async def stream_frames(req: Request, state: AppState, record: GenerationRecord, after: int) -> None:
+    await req.start(200, SSE_CONTENT_TYPE, record_headers(record))
+    async for frame in follow_frames(state, record.id, after):
+        await req.write(frame)
+    await req.write(b"", more=False)
+
+
+async def answer_existing(req: Request, state: AppState, result: BeginResult, streaming: bool) -> None:
+    """Answer a repeated request with the same Idempotency-Key instead of starting a generation."""
+    record = result.record
+    req.generation_id = record.id
+    if result.outcome == "mismatch":
+        raise IdempotencyKeyReused(
+            "this Idempotency-Key was already used with a different request body; use a new key"
+        )
+    resume_from = last_event_id(req)
+    if result.outcome == "in_progress":
+        if streaming and resume_from is not None and wants_sse(req):
+            await stream_frames(req, state, record, resume_from)
+            return
+        raise GenerationInProgress(
+            f"generation {record.id} with this Idempotency-Key is still running; retry later, or resume "
+            "with 'Accept: text/event-stream' and 'Last-Event-ID'",
+            retry_after=1.0,
+        )
+    # completed
+    if streaming:
+        await stream_frames(req, state, record, -1 if resume_from is None else resume_from)
+        return
+    stored = await state.store.read_log(record.id, LOG_JSON)
+    if not stored:
+        raise GenerationInProgress("the stored answer is not readable yet; retry", retry_after=1.0)
+    await req.respond_bytes(200, stored[0][1], "application/json", record_headers(record))

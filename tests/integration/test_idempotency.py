@@ -1,0 +1,277 @@
+"""CONTRACT §7 on the chat door: idempotency keys, stored answers, live resume, cancel, crash recovery."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from helpers import ServerProcess, local_config, start_server, stream_sse
+from tidegate.sse import SSEDecoder
+
+CHAT = "/v1/chat/completions"
+LONG = [{"role": "user", "content": "Write a long story about a lighthouse keeper and the sea."}]
+
+
+def body(max_tokens: int = 24, stream: bool = True, messages: list[dict[str, str]] | None = None) -> dict[str, object]:
+    return {
+        "model": "local/smollm2",
+        "stream": stream,
+        "max_tokens": max_tokens,
+        "seed": 7,
+        "messages": messages or [{"role": "user", "content": "Name three colours."}],
+    }
+
+
+def record(server: ServerProcess, gid: str) -> dict[str, object]:
+    resp = httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers)
+    assert resp.status_code == 200, resp.text
+    return dict(resp.json())
+
+
+def test_same_key_stream_is_replayed_not_regenerated(local_server: ServerProcess) -> None:
+    key = str(uuid.uuid4())
+    h = {**local_server.headers, "Idempotency-Key": key}
+    first = stream_sse(local_server.base_url + CHAT, body(), h)
+    assert first.status == 200 and first.done
+    assert "idempotent-replayed" not in first.headers
+    second = stream_sse(local_server.base_url + CHAT, body(), h)
+    assert second.status == 200 and second.done
+    assert second.headers["idempotent-replayed"] == "true"
+    assert second.headers["x-generation-id"] == first.headers["x-generation-id"]
+    assert second.headers["x-provider"] == "local"
+    assert second.raw == first.raw  # the same events, ids included, byte for byte
+
+
+def test_same_key_non_stream_returns_stored_json(local_server: ServerProcess) -> None:
+    h = {**local_server.headers, "Idempotency-Key": "nonstream-" + uuid.uuid4().hex}
+    first = httpx.post(local_server.base_url + CHAT, json=body(stream=False), headers=h)
+    second = httpx.post(local_server.base_url + CHAT, json=body(stream=False), headers=h)
+    assert first.status_code == second.status_code == 200
+    assert second.content == first.content
+    assert second.headers["idempotent-replayed"] == "true"
+    assert second.headers["x-generation-id"] == first.headers["x-generation-id"]
+
+
+def test_same_key_different_body_is_422(local_server: ServerProcess) -> None:
+    h = {**local_server.headers, "Idempotency-Key": uuid.uuid4().hex}
+    assert httpx.post(local_server.base_url + CHAT, json=body(stream=False), headers=h).status_code == 200
+    resp = httpx.post(local_server.base_url + CHAT, json=body(max_tokens=5, stream=False), headers=h)
+    assert resp.status_code == 422
+    assert resp.json()["error"]["code"] == "idempotency_key_reused"
+
+
+def test_bad_idempotency_key_and_invalid_request_store_nothing(local_server: ServerProcess) -> None:
+    bad = httpx.post(
+        local_server.base_url + CHAT,
+        json=body(stream=False),
+        headers={**local_server.headers, "Idempotency-Key": "has space"},
+    )
+    assert bad.status_code == 400 and "Idempotency-Key" in bad.json()["error"]["message"]
+    h = {**local_server.headers, "Idempotency-Key": uuid.uuid4().hex}
+    invalid = httpx.post(local_server.base_url + CHAT, json={"model": "local/smollm2"}, headers=h)
+    assert invalid.status_code == 400
+    # the key was not consumed by the invalid request: a valid, different body now works
+    ok = httpx.post(local_server.base_url + CHAT, json=body(stream=False), headers=h)
+    assert ok.status_code == 200 and "idempotent-replayed" not in ok.headers
+
+
+def _open_stream(server: ServerProcess, payload: dict[str, object], headers: dict[str, str]) -> socket.socket:
+    raw = orjson.dumps(payload)
+    host, port = server.base_url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)))
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    sock.sendall(
+        f"POST {CHAT} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{head}"
+        f"Content-Length: {len(raw)}\r\n\r\n".encode()
+        + raw
+    )
+    return sock
+
+
+def _read_until(sock: socket.socket, n_events: int) -> bytes:
+    got = b""
+    while got.count(b"\nid: ") + got.startswith(b"id: ") < n_events and got.count(b"data: ") < n_events:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    return got
+
+
+def test_running_key_409_then_live_resume_with_last_event_id(local_server: ServerProcess) -> None:
+    key = uuid.uuid4().hex
+    h = {**local_server.headers, "Idempotency-Key": key}
+    payload = body(max_tokens=120, messages=LONG)
+    sock = _open_stream(local_server, payload, h)
+    try:
+        head = _read_until(sock, 3)
+        gid = head.split(b"x-generation-id: ")[1].split(b"\r\n")[0].decode()
+        busy = httpx.post(local_server.base_url + CHAT, json=payload, headers=h)
+        assert busy.status_code == 409
+        assert busy.json()["error"]["code"] == "generation_in_progress"
+        assert int(busy.headers["retry-after"]) >= 1
+        assert busy.headers["x-generation-id"] == gid
+        resumed = stream_sse(
+            local_server.base_url + CHAT, payload, {**h, "Accept": "text/event-stream", "Last-Event-ID": "1"}
+        )
+        assert resumed.status == 200 and resumed.done
+        assert resumed.events[0].id == "2"
+        ids = [int(e.id or -1) for e in resumed.events]
+        assert ids == list(range(2, 2 + len(ids)))
+    finally:
+        sock.close()
+    full = stream_sse(local_server.base_url + CHAT, payload, h)
+    assert full.headers["idempotent-replayed"] == "true"
+    assert [e.data for e in full.events[2:]] == [e.data for e in resumed.events]
+    # Last-Event-ID equal to the last event: an empty stream that ends normally
+    last = full.events[-1].id
+    empty = stream_sse(local_server.base_url + CHAT, payload, {**h, "Last-Event-ID": str(last)})
+    assert empty.status == 200 and empty.events == []
+
+
+def test_disconnect_with_key_keeps_generating(local_server: ServerProcess) -> None:
+    h = {**local_server.headers, "Idempotency-Key": uuid.uuid4().hex}
+    sock = _open_stream(local_server, body(max_tokens=60, messages=LONG), h)
+    head = _read_until(sock, 2)
+    gid = head.split(b"x-generation-id: ")[1].split(b"\r\n")[0].decode()
+    sock.close()
+    deadline = time.monotonic() + 30
+    rec: dict[str, object] = {}
+    while time.monotonic() < deadline:
+        rec = record(local_server, gid)
+        if rec["status"] != "in_progress":
+            break
+        time.sleep(0.1)
+    assert rec["status"] == "completed"
+    replay = stream_sse(local_server.base_url + CHAT, body(max_tokens=60, messages=LONG), h)
+    assert replay.done and replay.headers["x-generation-id"] == gid
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in replay.json_events() if c["choices"])
+    assert text == rec["output_text"]
+
+
+def test_keys_are_scoped_per_api_key(local_server: ServerProcess, tmp_path: Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tidegate",
+            "keys",
+            "create",
+            "--name",
+            "other",
+            "--config",
+            str(local_server.config_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    other = out.stdout.strip().splitlines()[-1]
+    idem = uuid.uuid4().hex
+    a = httpx.post(
+        local_server.base_url + CHAT, json=body(stream=False), headers={**local_server.headers, "Idempotency-Key": idem}
+    )
+    b = httpx.post(
+        local_server.base_url + CHAT,
+        json=body(stream=False),
+        headers={"Authorization": f"Bearer {other}", "Idempotency-Key": idem},
+    )
+    assert a.status_code == b.status_code == 200
+    assert a.headers["x-generation-id"] != b.headers["x-generation-id"]
+    assert "idempotent-replayed" not in b.headers
+    # another key's generation is a 404
+    gid = a.headers["x-generation-id"]
+    resp = httpx.get(f"{local_server.base_url}/api/v1/generations/{gid}", headers={"Authorization": f"Bearer {other}"})
+    assert resp.status_code == 404
+
+
+def test_cancel_endpoint_ends_stream_with_cancelled(local_server: ServerProcess) -> None:
+    h = {**local_server.headers, "Idempotency-Key": uuid.uuid4().hex}
+    sock = _open_stream(local_server, body(max_tokens=1500, messages=LONG), h)
+    try:
+        got = _read_until(sock, 3)
+        gid = got.split(b"x-generation-id: ")[1].split(b"\r\n")[0].decode()
+        resp = httpx.post(f"{local_server.base_url}/api/v1/generations/{gid}/cancel", headers=local_server.headers)
+        assert resp.status_code == 202 and resp.json()["id"] == gid
+        sock.settimeout(10)
+        while b"0\r\n\r\n" not in got[-16:]:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    finally:
+        sock.close()
+    body_part = got.split(b"\r\n\r\n", 1)[1]
+    assert b"[DONE]" not in body_part
+    assert b'"code":"cancelled"' in body_part and b'"finish_reason":"error"' in body_part
+    rec = record(local_server, gid)
+    assert rec["status"] == "cancelled"
+    assert rec["error"]["code"] == "cancelled"  # type: ignore[index]
+
+
+def test_failed_key_starts_new_generation(local_server: ServerProcess) -> None:
+    h = {**local_server.headers, "Idempotency-Key": uuid.uuid4().hex}
+    payload = body(max_tokens=200, messages=LONG)
+    sock = _open_stream(local_server, payload, h)
+    got = _read_until(sock, 2)
+    first_id = got.split(b"x-generation-id: ")[1].split(b"\r\n")[0].decode()
+    httpx.post(f"{local_server.base_url}/api/v1/generations/{first_id}/cancel", headers=local_server.headers)
+    sock.close()
+    deadline = time.monotonic() + 10
+    while record(local_server, first_id)["status"] == "in_progress" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert record(local_server, first_id)["status"] == "cancelled"
+    # only `completed` is returned as stored: the same key and body start a new generation
+    again = stream_sse(local_server.base_url + CHAT, payload, h, timeout=120)
+    assert again.status == 200
+    assert again.headers["x-generation-id"] != first_id
+    assert "idempotent-replayed" not in again.headers
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="SIGKILL semantics")
+def test_crash_marks_interrupted_on_restart(tmp_path: Path) -> None:
+    server = start_server(tmp_path, local_config(tmp_path))
+    idem = uuid.uuid4().hex
+    h = {**server.headers, "Idempotency-Key": idem}
+    seen = b""
+    gid = ""
+    try:
+        sock = _open_stream(server, body(max_tokens=1500, messages=LONG), h)
+        decoder = SSEDecoder()
+        events = 0
+        head_done = False
+        while events < 12:
+            chunk = sock.recv(65536)
+            seen += chunk
+            if not head_done and b"\r\n\r\n" in seen:
+                head, rest = seen.split(b"\r\n\r\n", 1)
+                gid = head.split(b"x-generation-id: ")[1].split(b"\r\n")[0].decode()
+                head_done = True
+                events += len(decoder.feed(rest))
+            elif head_done:
+                events += len(decoder.feed(chunk))
+        time.sleep(0.6)  # > 250 ms: what was sent by now must have been flushed
+        os.kill(server.proc.pid, signal.SIGKILL)
+        server.proc.wait()
+        sock.close()
+    finally:
+        server.kill()
+    restarted = start_server(tmp_path, local_config(tmp_path))
+    try:
+        rec = record(restarted, gid)
+        assert rec["status"] == "interrupted"
+        assert rec["error"]["code"] == "interrupted"  # type: ignore[index]
+        again = httpx.post(restarted.base_url + CHAT, json=body(max_tokens=4, messages=LONG), headers=h)
+        assert again.status_code == 422  # a different body with the same key
+    finally:
+        restarted.stop()
