@@ -73,10 +73,11 @@ def start_server(
     extra_env: dict[str, str] | None = None,
     args: list[str] | None = None,
     wait_ready: bool = True,
+    port: int | None = None,
 ) -> ServerProcess:
     """Start `tidegate serve` as a real subprocess on a free port and wait for /readyz."""
     workdir.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = port or free_port()
     config_path = workdir / "tidegate.toml"
     config_path.write_text(config_toml)
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIDEGATE_")}

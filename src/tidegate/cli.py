@@ -5,14 +5,20 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import os
+import socket
 import sys
-from typing import Any
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import click
 
 from .config import Config, load_config
 from .errors import ConfigError
 from .keys import make_key
+from .store.base import GenerationStore, open_store
+
+T = TypeVar("T")
 
 
 def _load(config_path: str | None) -> Config:
@@ -22,16 +28,6 @@ def _load(config_path: str | None) -> Config:
         raise click.ClickException(f"config error: {exc}") from None
 
 
-def _sqlite_store(config: Config) -> Any:
-    if not config.store.url.startswith("sqlite://"):
-        raise click.ClickException("this command needs the sqlite store (store.url = 'sqlite:///...')")
-    from .store.sqlite import SQLiteStore
-
-    store = SQLiteStore(config.store.url)
-    store.open_sync()
-    return store
-
-
 def _is_loopback(host: str) -> bool:
     if host in ("localhost", ""):
         return True
@@ -39,6 +35,29 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+async def _prepare_store(config: Config, instance: str, loopback: bool) -> str | None:
+    """Before any worker serves: crash recovery, retention pruning, and the first-start key."""
+    store = open_store(config.store.url)
+    await store.open()
+    try:
+        # Records this instance left in_progress when it died become `interrupted` before /readyz.
+        await store.mark_interrupted(instance)
+        await store.prune(time.time() - config.store.retention_hours * 3600)
+        if os.environ.get("TIDEGATE_MASTER_KEY") or await store.count_keys() > 0:
+            return None
+        if not loopback:
+            click.echo(
+                "warning: no API key exists; run `tidegate keys create --name NAME` or set TIDEGATE_MASTER_KEY",
+                err=True,
+            )
+            return None
+        key, secret = make_key("default")
+        await store.create_key(key)
+        return secret
+    finally:
+        await store.close()
 
 
 @click.group()
@@ -62,22 +81,12 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
     host = host or config.server.host
     port = config.server.port if port is None else port
     workers = workers or config.server.workers
-    if config.store.url.startswith("sqlite://"):
-        store = _sqlite_store(config)
-        # Records a dead process left in_progress become `interrupted` before we report ready.
-        asyncio.run(store.mark_interrupted())
-        if not os.environ.get("TIDEGATE_MASTER_KEY") and store.count_keys_sync() == 0:
-            if _is_loopback(host):
-                key, secret = make_key("default")
-                store.create_key_sync(key)
-                click.echo("No API key was configured; created one for this gateway (shown only once):")
-                click.echo(secret)
-                sys.stdout.flush()
-            else:
-                click.echo(
-                    "warning: no API key exists; run `tidegate keys create --name NAME` or set TIDEGATE_MASTER_KEY",
-                    err=True,
-                )
+    os.environ["TIDEGATE_INSTANCE"] = f"{socket.gethostname()}:{port}"
+    created = asyncio.run(_prepare_store(config, os.environ["TIDEGATE_INSTANCE"], _is_loopback(host)))
+    if created is not None:
+        click.echo("No API key was configured; created one for this gateway (shown only once):")
+        click.echo(created)
+        sys.stdout.flush()
     uvicorn.run(
         "tidegate.server.factory:create_app",
         factory=True,
@@ -98,6 +107,15 @@ def keys() -> None:
     """Manage API keys (stored as SHA-256 hashes)."""
 
 
+async def _with_store(config: Config, fn: Callable[[GenerationStore], Awaitable[T]]) -> T:
+    store = open_store(config.store.url)
+    await store.open()
+    try:
+        return await fn(store)
+    finally:
+        await store.close()
+
+
 @keys.command("create")
 @click.option("--name", required=True, help="a label for the key")
 @click.option("--credits", type=float, default=None, help="USD budget; omit for unlimited")
@@ -106,9 +124,8 @@ def keys_create(name: str, credits: float | None, config_path: str | None) -> No
     """Create a key; its secret is printed once, alone on the last line."""
     if credits is not None and credits < 0:
         raise click.BadParameter("must be >= 0", param_hint="--credits")
-    store = _sqlite_store(_load(config_path))
     key, secret = make_key(name, credits)
-    store.create_key_sync(key)
+    asyncio.run(_with_store(_load(config_path), lambda store: store.create_key(key)))
     click.echo(f"created key {key.id} ({name}); store the secret now, it is not shown again:")
     click.echo(secret)
 
@@ -117,8 +134,7 @@ def keys_create(name: str, credits: float | None, config_path: str | None) -> No
 @click.option("--config", "config_path", type=click.Path(), default=None)
 def keys_list(config_path: str | None) -> None:
     """List keys (never their secrets)."""
-    store = _sqlite_store(_load(config_path))
-    for k in store.list_keys_sync():
+    for k in asyncio.run(_with_store(_load(config_path), lambda store: store.list_keys())):
         credits = "unlimited" if k.credits is None else f"{k.credits:g} USD"
         state = "revoked" if k.revoked else "active"
         click.echo(f"{k.id}\t{k.name}\t{state}\tcredits={credits}\tspent={k.spent:g}")
@@ -129,8 +145,7 @@ def keys_list(config_path: str | None) -> None:
 @click.option("--config", "config_path", type=click.Path(), default=None)
 def keys_revoke(key: str, config_path: str | None) -> None:
     """Revoke a key by id or name."""
-    store = _sqlite_store(_load(config_path))
-    if not store.revoke_key_sync(key):
+    if not asyncio.run(_with_store(_load(config_path), lambda store: store.revoke_key(key))):
         raise click.ClickException(f"no active key {key!r}")
     click.echo(f"revoked {key}")
 

@@ -266,7 +266,8 @@ def test_crash_marks_interrupted_on_restart(tmp_path: Path) -> None:
         sock.close()
     finally:
         server.kill()
-    restarted = start_server(tmp_path, local_config(tmp_path))
+    port = int(server.base_url.rsplit(":", 1)[1])
+    restarted = start_server(tmp_path, local_config(tmp_path), port=port)  # same instance: host and port
     try:
         rec = record(restarted, gid)
         assert rec["status"] == "interrupted"

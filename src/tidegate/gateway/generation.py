@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -67,6 +69,11 @@ class Generation:
         )
 
 
+def instance_name() -> str:
+    """This gateway instance's identity in the store (set by `tidegate serve`: host name and port)."""
+    return os.environ.get("TIDEGATE_INSTANCE") or socket.gethostname()
+
+
 class Gateway:
     """What the doors call: resolve the model, record the generation, run the relay."""
 
@@ -75,6 +82,7 @@ class Gateway:
         self.store = store
         self.router = router
         self.running: dict[str, Generation] = {}
+        self.instance = instance_name()
 
     async def start(
         self,
@@ -105,6 +113,7 @@ class Gateway:
             created_at=time.time(),
             idempotency_key=idempotency_key,
             request_hash=request_hash,
+            owner=self.instance,
         )
         recorder = Recorder(store=self.store, record=record, messages=request.messages, pricing=model.pricing)
         begun = await self.store.begin_generation(record)  # durable before any upstream request

@@ -60,6 +60,7 @@ class GenerationRecord:
     error: dict[str, Any] | None = None
     ttft_ms: float | None = None
     duration_ms: float | None = None
+    owner: str = ""  # the gateway instance running it (crash recovery marks only its own)
 
     def public(self) -> dict[str, Any]:
         """The JSON of `GET /api/v1/generations/{id}` (CONTRACT §7)."""
@@ -146,7 +147,9 @@ class GenerationStore(Protocol):
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None: ...
 
-    async def mark_interrupted(self) -> int: ...
+    async def mark_interrupted(self, owner: str) -> int:
+        """Records `owner` left in_progress (it died) become `interrupted`; returns how many."""
+        ...
 
 
 def open_store(url: str) -> GenerationStore:

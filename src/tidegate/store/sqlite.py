@@ -42,7 +42,8 @@ CREATE TABLE IF NOT EXISTS generations (
     output_text TEXT NOT NULL DEFAULT '',
     error TEXT,
     ttft_ms REAL,
-    duration_ms REAL
+    duration_ms REAL,
+    owner TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS generations_status ON generations(status);
 CREATE INDEX IF NOT EXISTS generations_created ON generations(created_at);
@@ -65,7 +66,7 @@ CREATE TABLE IF NOT EXISTS generation_log (
 
 _GEN_COLUMNS = (
     "id, key_id, model, door, created_at, status, idempotency_key, request_hash, provider, served_model, "
-    "attempts, finish_reason, usage, usage_estimated, cost, output_text, error, ttft_ms, duration_ms"
+    "attempts, finish_reason, usage, usage_estimated, cost, output_text, error, ttft_ms, duration_ms, owner"
 )
 
 
@@ -233,6 +234,7 @@ class SQLiteStore:
             json.dumps(r.error) if r.error is not None else None,
             r.ttft_ms,
             r.duration_ms,
+            r.owner,
         )
 
     @staticmethod
@@ -257,13 +259,14 @@ class SQLiteStore:
             error=json.loads(row[16]) if row[16] else None,
             ttft_ms=row[17],
             duration_ms=row[18],
+            owner=row[19],
         )
 
     async def create_generation(self, record: GenerationRecord) -> None:
         params = self._gen_params(record)
 
         def _insert() -> None:
-            self._db().execute(f"INSERT INTO generations ({_GEN_COLUMNS}) VALUES ({', '.join('?' * 19)})", params)
+            self._db().execute(f"INSERT INTO generations ({_GEN_COLUMNS}) VALUES ({', '.join('?' * 20)})", params)
 
         await self._run(_insert)
 
@@ -287,12 +290,14 @@ class SQLiteStore:
         result: GenerationRecord | None = await self._run(_get)
         return result
 
-    async def mark_interrupted(self) -> int:
+    async def mark_interrupted(self, owner: str) -> int:
+        error = '{"code": "interrupted", "message": "the gateway stopped mid-generation"}'
+
         def _mark() -> int:
             cur = self._db().execute(
-                "UPDATE generations SET status = 'interrupted',"
-                ' error = \'{"code": "interrupted", "message": "the gateway stopped mid-generation"}\''
-                " WHERE status = 'in_progress'"
+                "UPDATE generations SET status = 'interrupted', finish_reason = 'error', error = ?"
+                " WHERE status = 'in_progress' AND owner = ?",
+                (error, owner),
             )
             return cur.rowcount
 
@@ -331,7 +336,7 @@ class SQLiteStore:
                         " VALUES (?, ?, ?, ?, ?)",
                         (record.key_id, record.idempotency_key, record.id, record.request_hash, record.created_at),
                     )
-                db.execute(f"INSERT INTO generations ({_GEN_COLUMNS}) VALUES ({', '.join('?' * 19)})", params)
+                db.execute(f"INSERT INTO generations ({_GEN_COLUMNS}) VALUES ({', '.join('?' * 20)})", params)
                 db.execute("COMMIT")
                 return BeginResult("created", record)
             except BaseException:
