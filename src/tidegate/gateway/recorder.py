@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import metrics
 from ..config import Pricing
 from ..events import (
     Event,
@@ -179,6 +180,13 @@ class Recorder:
             self._flusher = None
         await self.flush()
         await self.store.update_generation(rec)
+        metrics.GENERATIONS.inc(rec.model, rec.provider or "", rec.status)
+        metrics.TOKENS.inc(rec.model, "prompt", amount=rec.usage.prompt_tokens)
+        metrics.TOKENS.inc(rec.model, "completion", amount=rec.usage.completion_tokens)
+        if rec.cost:
+            metrics.COST.inc(rec.model, amount=rec.cost)
+        if rec.ttft_ms is not None:
+            metrics.TTFT.observe(rec.ttft_ms / 1000, rec.model)
         self.closed = True
         self._notify()
         if rec.cost:

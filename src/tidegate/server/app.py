@@ -7,6 +7,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from .. import metrics
 from ..config import Config
 from ..errors import InsufficientCredits, MethodNotAllowed, NotFound, TidegateError, Unauthorized
 from ..gateway.generation import Gateway
@@ -15,7 +16,9 @@ from ..ids import new_ulid
 from ..keys import Authenticator
 from ..store.base import ApiKey, GenerationStore, open_store
 from . import chat, generations, models, ops
-from .http import Receive, Request, Scope, Send
+from . import native as native_door
+from . import responses as responses_door
+from .http import Message, Receive, Request, Scope, Send
 from .state import AppState
 
 log = logging.getLogger("tidegate.server")
@@ -25,6 +28,8 @@ KeyedHandler = Callable[[Request, AppState, ApiKey], Awaitable[None]]
 # (method, path pattern, handler, needs a generation id)
 _ROUTES: list[tuple[str, re.Pattern[str], KeyedHandler]] = [
     ("POST", re.compile(r"^/v1/chat/completions$"), chat.chat_completions),
+    ("POST", re.compile(r"^/v1/responses$"), responses_door.responses),
+    ("POST", re.compile(r"^/api/v1/llm/responses$"), native_door.native_responses),
     ("GET", re.compile(r"^/api/v1/generations/(?P<id>[0-9A-Za-z]{1,64})$"), generations.get_generation),
     (
         "POST",
@@ -32,6 +37,14 @@ _ROUTES: list[tuple[str, re.Pattern[str], KeyedHandler]] = [
         generations.cancel_generation,
     ),
 ]
+
+
+def _route_label(path: str) -> str:
+    """Low-cardinality route label: ids in paths are replaced."""
+    if path.startswith("/api/v1/generations/"):
+        return "/api/v1/generations/{id}" + ("/cancel" if path.endswith("/cancel") else "")
+    known = ("/v1/", "/api/v1/", "/healthz", "/readyz", "/metrics")
+    return path if path.startswith(known) and len(path) < 64 else "other"
 
 
 class TidegateApp:
@@ -52,7 +65,14 @@ class TidegateApp:
             return
         if scope["type"] != "http":
             return
-        req = Request.from_scope(scope, receive, send)
+        status_box = [0]
+
+        async def counting_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status_box[0] = int(message["status"])
+            await send(message)
+
+        req = Request.from_scope(scope, receive, counting_send)
         try:
             await self._dispatch(req)
         except TidegateError as exc:
@@ -65,6 +85,8 @@ class TidegateApp:
                     500,
                     {"error": {"code": "internal_error", "message": "internal error", "type": "server_error"}},
                 )
+        finally:
+            metrics.HTTP_REQUESTS.inc(_route_label(req.path), str(status_box[0]))
 
     async def _dispatch(self, req: Request) -> None:
         path = req.path
@@ -75,6 +97,9 @@ class TidegateApp:
             return
         if path == "/readyz":
             await ops.readyz(req, self.state)
+            return
+        if path == "/metrics":
+            await ops.metrics_endpoint(req, self.state)
             return
         if path == "/v1/models":
             if req.method != "GET":

@@ -1,0 +1,67 @@
+"""Operator endpoints: /metrics counts what happened; /readyz; check-config."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+
+from helpers import ServerProcess
+
+
+def _metric(text: str, prefix: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def test_metrics_count_requests_generations_and_tokens(local_server: ServerProcess) -> None:
+    before = httpx.get(local_server.base_url + "/metrics").text
+    resp = httpx.post(
+        local_server.base_url + "/v1/chat/completions",
+        headers=local_server.headers,
+        json={"model": "local/smollm2", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]},
+    )
+    assert resp.status_code == 200
+    httpx.get(local_server.base_url + "/v1/models")  # a 401
+    after_resp = httpx.get(local_server.base_url + "/metrics")
+    assert after_resp.headers["content-type"].startswith("text/plain")
+    after = after_resp.text
+    ok = 'tidegate_http_requests_total{route="/v1/chat/completions",status="200"}'
+    assert _metric(after, ok) == _metric(before, ok) + 1
+    unauthorized = 'tidegate_http_requests_total{route="/v1/models",status="401"}'
+    assert _metric(after, unauthorized) == _metric(before, unauthorized) + 1
+    done = 'tidegate_generations_total{model="local/smollm2",provider="local",status="completed"}'
+    assert _metric(after, done) == _metric(before, done) + 1
+    completion = 'tidegate_tokens_total{model="local/smollm2",kind="completion"}'
+    usage = resp.json()["usage"]
+    assert _metric(after, completion) == _metric(before, completion) + usage["completion_tokens"]
+    assert "tidegate_time_to_first_token_seconds_bucket" in after
+    assert "tidegate_generations_running 0" in after
+
+
+def test_check_config_names_bad_key(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[server]\nport = 8080\nkeepalive = 3\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "tidegate", "check-config", "--config", str(bad)], capture_output=True, text=True
+    )
+    assert out.returncode != 0
+    assert "server.keepalive: unknown key" in out.stderr
+    good = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tidegate",
+            "check-config",
+            "--config",
+            str(Path(__file__).parents[2] / "src/tidegate/default_config.toml"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert good.returncode == 0 and "local/smollm2" in good.stdout
