@@ -276,3 +276,27 @@ def test_crash_marks_interrupted_on_restart(tmp_path: Path) -> None:
         assert again.status_code == 422  # a different body with the same key
     finally:
         restarted.stop()
+
+
+def test_keys_expire_after_retention(tmp_path: Path) -> None:
+    config = local_config(tmp_path).replace("[store]\n", "[store]\nretention_hours = 0.0002\n")  # 0.72 s
+    server = start_server(tmp_path, config)
+    h = {**server.headers, "Idempotency-Key": uuid.uuid4().hex}
+    try:
+        first = httpx.post(server.base_url + CHAT, json=body(max_tokens=4, stream=False), headers=h)
+        replay = httpx.post(server.base_url + CHAT, json=body(max_tokens=4, stream=False), headers=h)
+        assert replay.headers.get("idempotent-replayed") == "true"
+    finally:
+        server.stop()
+    time.sleep(1.0)
+    port = int(server.base_url.rsplit(":", 1)[1])
+    server = start_server(tmp_path, config, port=port)  # startup prunes expired keys
+    try:
+        later = httpx.post(server.base_url + CHAT, json=body(max_tokens=4, stream=False), headers=h)
+        assert later.status_code == 200
+        assert "idempotent-replayed" not in later.headers
+        assert later.headers["x-generation-id"] != first.headers["x-generation-id"]
+        # the record itself is kept (the ledger)
+        assert record(server, first.headers["x-generation-id"])["status"] == "completed"
+    finally:
+        server.stop()

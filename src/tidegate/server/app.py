@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -22,6 +24,7 @@ from .http import Message, Receive, Request, Scope, Send
 from .state import AppState
 
 log = logging.getLogger("tidegate.server")
+HOUSEKEEPING_INTERVAL_S = 3600.0
 
 KeyedHandler = Callable[[Request, AppState, ApiKey], Awaitable[None]]
 
@@ -127,12 +130,22 @@ class TidegateApp:
             raise InsufficientCredits("this API key has no credits left")
         return key
 
+    async def _housekeeping(self) -> None:
+        """Forget idempotency keys and logs past `store.retention_hours`, once an hour."""
+        while True:
+            await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
+            try:
+                await self.state.store.prune(time.time() - self.config.store.retention_hours * 3600)
+            except Exception:
+                log.warning("retention pruning failed", exc_info=True)
+
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
             message: dict[str, Any] = dict(await receive())
             if message["type"] == "lifespan.startup":
                 try:
                     await self.state.store.open()
+                    self.state.tasks.add(asyncio.ensure_future(self._housekeeping()))
                     self.state.ready = True
                 except Exception as exc:
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})
@@ -140,6 +153,9 @@ class TidegateApp:
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 self.state.ready = False
+                for task in self.state.tasks:
+                    task.cancel()
+                await asyncio.gather(*self.state.tasks, return_exceptions=True)
                 await self.state.gateway.router.aclose()
                 await self.state.store.close()
                 await send({"type": "lifespan.shutdown.complete"})
