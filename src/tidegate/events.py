@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "error"]
-FailureCode = Literal["upstream_error", "upstream_timeout", "upstream_protocol_error", "cancelled"]
+FailureCode = Literal["upstream_error", "upstream_timeout", "upstream_protocol_error", "cancelled", "interrupted"]
 ReasoningKind = Literal["text", "encrypted", "summary"]
 
 

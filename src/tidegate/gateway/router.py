@@ -8,6 +8,18 @@ from ..providers.base import ChatProvider
 
 
 def build_provider(config: ProviderConfig) -> ChatProvider:
+    if config.kind == "anthropic":
+        from ..providers.anthropic import anthropic_provider
+
+        return anthropic_provider(config)
+    if config.kind == "bedrock":
+        from ..providers.bedrock import bedrock_provider
+
+        return bedrock_provider(config)
+    if config.kind == "vertex":
+        from ..providers.vertex import vertex_provider
+
+        return vertex_provider(config)
     if config.kind == "local":
         from ..providers.local import LocalProvider
 
