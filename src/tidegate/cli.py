@@ -166,3 +166,7 @@ from .cli_client import chat, models_cmd, replay  # noqa: E402
 main.add_command(chat)
 main.add_command(models_cmd)
 main.add_command(replay)
+
+from .cli_client import generations  # noqa: E402
+
+main.add_command(generations)

@@ -1,120 +1,286 @@
-"""Client-side commands: they reach a running gateway at $TIDEGATE_URL with $TIDEGATE_API_KEY."""
+"""Client-side commands (`chat`, `replay`, `generations show`, `models`), built on `tidegate.client`.
+
+They reach a running gateway at `--base-url` / $TIDEGATE_URL with `--api-key` / $TIDEGATE_API_KEY.
+Exit codes: 0 complete, 1 incomplete or failed, 2 usage error.
+"""
 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
-import httpx
 import orjson
+from rich.console import Console
 
-from .sse import SSEDecoder
-
-DEFAULT_URL = "http://127.0.0.1:8080"
-
+from .client import (
+    Client,
+    Done,
+    IncompleteStream,
+    KeepAlive,
+    ReasoningDelta,
+    Stream,
+    StreamFailed,
+    TextDelta,
+    TidegateAPIError,
+    TidegateClientError,
+    ToolCall,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
 def _opts(f: F) -> F:
-    f = click.option("--base-url", envvar="TIDEGATE_URL", default=DEFAULT_URL, show_default=True)(f)
-    f = click.option("--api-key", envvar="TIDEGATE_API_KEY", default=None)(f)
+    f = click.option("--base-url", envvar="TIDEGATE_URL", default=None, help="gateway URL [$TIDEGATE_URL]")(f)
+    f = click.option("--api-key", envvar="TIDEGATE_API_KEY", default=None, help="API key [$TIDEGATE_API_KEY]")(f)
     return f
 
 
-def _headers(api_key: str | None) -> dict[str, str]:
+def _client(base_url: str | None, api_key: str | None) -> Client:
     if not api_key:
-        raise click.ClickException("no API key: set $TIDEGATE_API_KEY or pass --api-key")
-    return {"Authorization": f"Bearer {api_key}"}
+        raise click.UsageError("no API key: set $TIDEGATE_API_KEY or pass --api-key")
+    return Client(base_url, api_key)
 
 
-def _root(base_url: str) -> str:
-    base = base_url.rstrip("/")
-    return base[: -len("/v1")] if base.endswith("/v1") else base
+def _dump(obj: Any) -> str:
+    return orjson.dumps(obj, option=orjson.OPT_INDENT_2).decode()
 
 
-def _fail_http(resp: httpx.Response) -> None:
+class TurnView:
+    """Renders one streamed answer: text on stdout, reasoning dimmed on stderr, a keep-alive spinner."""
+
+    def __init__(self, err: Console, *, json_mode: bool) -> None:
+        self.err = err
+        self.json_mode = json_mode
+        self.tty = err.is_terminal
+        self.started = time.monotonic()
+        self.spinning = False
+        self.frame = 0
+        self.wrote_text = False
+        self.wrote_reasoning = False
+
+    def spin(self) -> None:
+        if not self.tty or self.wrote_text:
+            return
+        self.frame += 1
+        elapsed = time.monotonic() - self.started
+        self.err.file.write(f"\r{SPINNER[self.frame % len(SPINNER)]} waiting for the model… {elapsed:.0f}s")
+        self.err.file.flush()
+        self.spinning = True
+
+    def unspin(self) -> None:
+        if self.spinning:
+            self.err.file.write("\r\x1b[K")
+            self.err.file.flush()
+            self.spinning = False
+
+    def event(self, ev: object) -> None:
+        if isinstance(ev, KeepAlive):
+            self.spin()
+            return
+        if self.json_mode:
+            return
+        if isinstance(ev, ReasoningDelta) and ev.text:
+            self.unspin()
+            self.err.print(ev.text, style="dim", end="", markup=False, highlight=False)
+            self.wrote_reasoning = True
+        elif isinstance(ev, TextDelta) and ev.text:
+            self.unspin()
+            if self.wrote_reasoning and not self.wrote_text:
+                self.err.print()
+            sys.stdout.write(ev.text)
+            sys.stdout.flush()
+            self.wrote_text = True
+        elif isinstance(ev, ToolCall):
+            self.unspin()
+            self.err.print(f"tool call {ev.name}({ev.arguments})", style="cyan", markup=False, highlight=False)
+
+    def done(self, done: Done) -> None:
+        self.unspin()
+        if self.json_mode:
+            sys.stdout.write(_dump(done.as_dict()) + "\n")
+        else:
+            if done.text and not self.wrote_text:  # a buffered JSON answer arrives whole
+                sys.stdout.write(done.text)
+                self.wrote_text = True
+            if self.wrote_text:
+                sys.stdout.write("\n")
+            elif self.wrote_reasoning:
+                self.err.print()
+        sys.stdout.flush()
+
+    def failed(self, message: str, record: dict[str, Any] | None = None) -> None:
+        self.unspin()
+        if self.wrote_text:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+        if self.json_mode and record is not None:
+            sys.stdout.write(_dump(record) + "\n")
+            sys.stdout.flush()
+        self.err.print(message, style="bold red", markup=False, highlight=False)
+
+
+def _incomplete_message(exc: IncompleteStream, stream: Stream) -> tuple[str, dict[str, Any]]:
+    gid = exc.generation_id or stream.generation_id or "unknown"
+    key = exc.idempotency_key or stream.idempotency_key
+    what = f"{exc.code}: {exc.message}" if isinstance(exc, StreamFailed) else exc.reason
+    hint = f"; recover with `tidegate replay {key}`" if key and not isinstance(exc, StreamFailed) else ""
+    msg = f"error: the answer is incomplete ({what}); generation {gid}{hint}"
+    record = {
+        "status": "incomplete",
+        "generation_id": gid,
+        "idempotency_key": key,
+        "error": {"code": exc.code, "message": what},
+        "partial_text": exc.partial_text,
+    }
+    return msg, record
+
+
+def run_turn(
+    client: Client, err: Console, model: str, messages: list[dict[str, Any]], *, json_mode: bool, **params: Any
+) -> Done | None:
+    """Stream one answer; the Done when complete, None (after saying why) otherwise."""
+    view = TurnView(err, json_mode=json_mode)
+    view.spin()
+    stream = client.chat_stream(model=model, messages=messages, **params)
     try:
-        err = resp.json()["error"]
-        msg = f"{err.get('code')}: {err.get('message')}"
-    except Exception:
-        msg = resp.text[:200]
-    raise click.ClickException(f"HTTP {resp.status_code} {msg}")
-
-
-@click.command("models")
-@_opts
-def models_cmd(base_url: str, api_key: str | None) -> None:
-    """Print the catalog's model ids."""
-    resp = httpx.get(f"{_root(base_url)}/v1/models", headers=_headers(api_key), timeout=30)
-    if resp.status_code != 200:
-        _fail_http(resp)
-    for m in resp.json()["data"]:
-        click.echo(m["id"])
+        with stream:
+            for ev in stream:
+                view.event(ev)
+                if isinstance(ev, Done):
+                    view.done(ev)
+                    return ev
+    except IncompleteStream as exc:
+        msg, record = _incomplete_message(exc, stream)
+        view.failed(msg, record)
+    except TidegateAPIError as exc:
+        gid = exc.generation_id or "unknown"
+        record = {"status": "failed", "generation_id": gid, "error": {"code": exc.code, "message": exc.message}}
+        view.failed(f"error: {exc.code}: {exc.message} (HTTP {exc.status}, generation {gid})", record)
+    except TidegateClientError as exc:
+        view.failed(f"error: {exc}")
+    except KeyboardInterrupt:
+        running = stream.generation_id
+        if running:  # a keyed request keeps generating when we leave: stop it upstream
+            try:
+                client.cancel(running)
+            except TidegateClientError:
+                pass
+        view.failed(f"error: cancelled; the answer is incomplete; generation {running or 'unknown'}")
+    return None
 
 
 @click.command("chat")
 @click.argument("model")
 @click.argument("prompt", required=False)
-@click.option("--max-tokens", type=int, default=None)
+@click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="limit the answer length")
+@click.option("--json", "json_mode", is_flag=True, help="print the final record as JSON instead of streaming")
+@click.option("--system", default=None, help="a system message")
 @_opts
-def chat(model: str, prompt: str | None, max_tokens: int | None, base_url: str, api_key: str | None) -> None:
-    """Stream an answer: text on stdout, reasoning on stderr; exit 1 if incomplete."""
+def chat(
+    model: str,
+    prompt: str | None,
+    max_tokens: int | None,
+    json_mode: bool,
+    system: str | None,
+    base_url: str | None,
+    api_key: str | None,
+) -> None:
+    """Stream an answer: text on stdout, reasoning on stderr; exit 1 if it is incomplete.
+
+    Without PROMPT the prompt is read from stdin; when stdin is a terminal, chat turn by turn.
+    """
+    client = _client(base_url, api_key)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    history: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    if prompt is None and sys.stdin.isatty():
+        _interactive(client, err, model, history, json_mode=json_mode, max_tokens=max_tokens)
+        return
     if prompt is None:
         prompt = sys.stdin.read()
-    body: dict[str, object] = {"model": model, "stream": True, "messages": [{"role": "user", "content": prompt}]}
-    if max_tokens:
-        body["max_tokens"] = max_tokens
-    complete = False
-    gen_id = ""
-    try:
-        with httpx.stream(
-            "POST",
-            f"{_root(base_url)}/v1/chat/completions",
-            headers=_headers(api_key),
-            content=orjson.dumps(body),
-            timeout=httpx.Timeout(30.0, read=None),
-        ) as resp:
-            gen_id = resp.headers.get("x-generation-id", "")
-            if resp.status_code != 200:
-                resp.read()
-                _fail_http(resp)
-            decoder = SSEDecoder()
-            for raw in resp.iter_raw():
-                for ev in decoder.feed(raw):
-                    if ev.data == "[DONE]":
-                        complete = True
-                        break
-                    chunk = orjson.loads(ev.data)
-                    if chunk.get("error"):
-                        err = chunk["error"]
-                        click.echo(f"\nerror: {err.get('code')}: {err.get('message')}", err=True)
-                        break
-                    for choice in chunk.get("choices") or []:
-                        delta = choice.get("delta") or {}
-                        if delta.get("reasoning"):
-                            click.secho(delta["reasoning"], nl=False, dim=True, err=True)
-                        if delta.get("content"):
-                            click.echo(delta["content"], nl=False)
-                if complete:
-                    break
-    except httpx.HTTPError as exc:
-        click.echo(f"\nconnection error: {type(exc).__name__}", err=True)
-    click.echo()
-    if not complete:
-        click.echo(f"answer incomplete (generation {gen_id or 'unknown'})", err=True)
-        sys.exit(1)
+    if not prompt.strip():
+        raise click.UsageError("empty prompt")
+    done = run_turn(
+        client, err, model, [*history, {"role": "user", "content": prompt}], json_mode=json_mode, max_tokens=max_tokens
+    )
+    client.close()
+    sys.exit(0 if done is not None else 1)
+
+
+def _interactive(
+    client: Client, err: Console, model: str, history: list[dict[str, Any]], *, json_mode: bool, **params: Any
+) -> None:
+    err.print(f"chatting with {model}; an empty line or Ctrl-D ends", style="dim")
+    while True:
+        try:
+            line = err.input("[bold green]you>[/] ")
+        except (EOFError, KeyboardInterrupt):
+            err.print()
+            break
+        if not line.strip() or line.strip() in ("/exit", "/quit"):
+            break
+        turn = [*history, {"role": "user", "content": line}]
+        done = run_turn(client, err, model, turn, json_mode=json_mode, **params)
+        if done is not None:  # only a complete answer joins the conversation
+            history[:] = [*turn, {"role": "assistant", "content": done.text}]
+    client.close()
 
 
 @click.command("replay")
 @click.argument("idempotency_key")
+@click.option("--text", "text_only", is_flag=True, help="print only the answer text")
 @_opts
-def replay(idempotency_key: str, base_url: str, api_key: str | None) -> None:
+def replay(idempotency_key: str, text_only: bool, base_url: str | None, api_key: str | None) -> None:
     """Fetch a stored result by its Idempotency-Key (never starts a generation)."""
-    headers = {**_headers(api_key), "Idempotency-Key": idempotency_key}
-    resp = httpx.post(f"{_root(base_url)}/api/v1/llm/responses/replay", headers=headers, timeout=30)
-    if resp.status_code != 200:
-        _fail_http(resp)
-    click.echo(orjson.dumps(resp.json(), option=orjson.OPT_INDENT_2).decode())
+    with _client(base_url, api_key) as client:
+        try:
+            done = client.replay(idempotency_key)
+        except StreamFailed as exc:
+            click.echo(_dump({"status": "incomplete", "error": {"code": exc.code, "message": exc.message},
+                              "partial_output": exc.partial_text}))  # fmt: skip
+            raise click.ClickException(
+                f"the generation did not complete ({exc.code}: {exc.message}); incomplete"
+            ) from None
+        except TidegateAPIError as exc:
+            raise click.ClickException(f"{exc.code}: {exc.message} (HTTP {exc.status})") from None
+        except TidegateClientError as exc:
+            raise click.ClickException(str(exc)) from None
+    click.echo(done.text if text_only else _dump(done.result if done.result is not None else done.as_dict()))
+
+
+@click.group("generations")
+def generations() -> None:
+    """Inspect generation records."""
+
+
+@generations.command("show")
+@click.argument("generation_id")
+@_opts
+def generations_show(generation_id: str, base_url: str | None, api_key: str | None) -> None:
+    """Print a generation record (status, provider, usage, cost, timings) as JSON."""
+    with _client(base_url, api_key) as client:
+        try:
+            record = client.generation(generation_id)
+        except TidegateAPIError as exc:
+            raise click.ClickException(f"{exc.code}: {exc.message} (HTTP {exc.status})") from None
+        except TidegateClientError as exc:
+            raise click.ClickException(str(exc)) from None
+    click.echo(_dump(record))
+
+
+@click.command("models")
+@_opts
+def models_cmd(base_url: str | None, api_key: str | None) -> None:
+    """Print the catalog's model ids."""
+    with _client(base_url, api_key) as client:
+        try:
+            models = client.models()
+        except TidegateAPIError as exc:
+            raise click.ClickException(f"{exc.code}: {exc.message} (HTTP {exc.status})") from None
+        except TidegateClientError as exc:
+            raise click.ClickException(str(exc)) from None
+    for m in models:
+        click.echo(m["id"])
