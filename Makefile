@@ -24,7 +24,7 @@ serve: $(STAMP)
 	$(BIN)/tidegate serve $(ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests $(wildcard bench)
 	$(BIN)/mypy --strict src
 
 test: $(STAMP) lint
