@@ -231,6 +231,11 @@ def test_failed_key_starts_new_generation(local_server: ServerProcess) -> None:
     while record(local_server, first_id)["status"] == "in_progress" and time.monotonic() < deadline:
         time.sleep(0.05)
     assert record(local_server, first_id)["status"] == "cancelled"
+    # a resume (Last-Event-ID) of the ended generation re-sends what it stored, ending with its failure
+    resumed = stream_sse(local_server.base_url + CHAT, payload, {**h, "Last-Event-ID": "0"})
+    assert resumed.headers["x-generation-id"] == first_id
+    assert not resumed.done and resumed.events[0].id == "1"
+    assert resumed.json_events()[-1]["error"]["code"] == "cancelled"
     # only `completed` is returned as stored: the same key and body start a new generation
     again = stream_sse(local_server.base_url + CHAT, payload, h, timeout=120)
     assert again.status == 200

@@ -5,14 +5,18 @@ timeout, cancellation (client disconnect or the cancel endpoint) and the "no ter
 Doors consume its items: `Committed` (send the 200 and headers now), `KEEPALIVE` (write a comment)
 and canonical events. Before the commit point a failed route moves to the next; when every route
 failed, `run` raises the CONTRACT §4 error. After the commit point every failure is one `Failed`
-event and the iteration ends.
+event and the iteration ends. The commit point (the first upstream event, or the first keep-alive on
+a stream) holds for non-stream requests too: once events reached the door, no other route is tried.
+The upstream is closed before a terminal `Failed` is handed out, so a door that stops reading there
+never keeps the upstream connection open.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -100,8 +104,9 @@ class Relay:
         for provider, route in self.routes:
             self.attempts += 1
             self._route_done = False
-            async for item in self._try_route(provider, route):
-                yield item
+            async with contextlib.aclosing(self._try_route(provider, route)) as items:
+                async for item in items:
+                    yield item
             if self._route_done:
                 return
         raise self._final_error()
@@ -123,17 +128,16 @@ class Relay:
             return NoProviderAvailable(f"no provider could be reached: {tried}")
         return UpstreamError(f"every route failed: {tried}")
 
-    async def _try_route(self, provider: ChatProvider, route: Route) -> AsyncIterator[RelayItem]:
+    async def _try_route(self, provider: ChatProvider, route: Route) -> AsyncGenerator[RelayItem, None]:
         loop = asyncio.get_running_loop()
         idle = self.settings.idle_timeout_for(provider.name)
         keepalive = self.settings.keepalive_s if self.settings.streaming else math.inf
         stream: UpstreamStream | None = None
         task: asyncio.Future[Any] = asyncio.ensure_future(provider.open_chat(self.request, route.model))
         cancel_wait: asyncio.Future[Any] = asyncio.ensure_future(self.cancel.wait())
-        last_data = loop.time()
+        last_data = loop.time()  # upstream bytes only: keep-alives never move it
         last_keepalive = last_data
         finished = False
-        first_batch = True
         try:
             while True:
                 idle_deadline = last_data + idle
@@ -143,6 +147,7 @@ class Relay:
                 if self.cancel.is_set():
                     if self.committed:
                         self._route_done = True
+                        await self._close(stream, task)
                         yield Failed("cancelled", "the generation was cancelled", provider.name, False)
                         return
                     raise GenerationCancelled("the generation was cancelled")
@@ -162,6 +167,7 @@ class Relay:
                             if exc.status == 400 or exc.code == "invalid_request":
                                 raise InvalidRequest(exc.message) from None
                         for item in self._fail(provider.name, failure, exc.code, exc.retry_after):
+                            await self._close(stream, task)
                             yield item
                         return
                     except (asyncio.CancelledError, GeneratorExit):
@@ -169,6 +175,7 @@ class Relay:
                     except Exception as exc:
                         failure = Failed("upstream_error", f"{type(exc).__name__} from provider", provider.name)
                         for item in self._fail(provider.name, failure, "upstream_error", None):
+                            await self._close(stream, task)
                             yield item
                         return
                     last_data = now
@@ -193,25 +200,27 @@ class Relay:
                     if not batch:  # bytes arrived that carried no event (ping, comment)
                         task = asyncio.ensure_future(stream.read())
                         continue
-                    if first_batch:
-                        first_batch = False
+                    if not self.committed:
+                        # The commit point: the first upstream event. An in-band error that arrives
+                        # before anything was written to the client still moves to the next route.
                         early_failure = next((e for e in batch if isinstance(e, Failed)), None)
-                        if early_failure is not None and not self.committed:
+                        if early_failure is not None:
                             for item in self._fail(provider.name, early_failure, early_failure.code, None):
                                 yield item
                             return
                         started = next((e for e in batch if isinstance(e, Started)), None)
+                        self.committed = True
                         self.provider = provider.name
                         self.served_model = started.served_model if started else route.model
-                        if not self.committed:
-                            if self.settings.streaming:
-                                self.committed = True
-                            yield Committed(provider.name, self.served_model, self.attempts, tuple(self.failures))
+                        yield Committed(provider.name, self.served_model, self.attempts, tuple(self.failures))
                     for event in batch:
                         if isinstance(event, Failed):
                             self._route_done = True
-                            if not event.provider:
-                                event = Failed(event.code, event.message, provider.name, False, event.status)
+                            if not event.provider or event.retriable_before_commit:
+                                event = Failed(
+                                    event.code, event.message, event.provider or provider.name, False, event.status
+                                )
+                            await self._close(stream, task)
                             yield event
                             return
                         if isinstance(event, Finished):
@@ -227,6 +236,7 @@ class Relay:
                         provider.name,
                     )
                     for item in self._fail(provider.name, failure, "upstream_timeout", None):
+                        await self._close(stream, task)
                         yield item
                     return
                 if now >= ka_deadline:
@@ -239,14 +249,20 @@ class Relay:
                     yield KEEPALIVE
         finally:
             cancel_wait.cancel()
-            if not task.done():
-                task.cancel()
-            if stream is not None:
-                await stream.aclose()
-            elif task.done() and not task.cancelled() and task.exception() is None:
-                opened = task.result()
-                if opened is not None and hasattr(opened, "aclose"):
-                    await opened.aclose()
+            await self._close(stream, task)
+
+    @staticmethod
+    async def _close(stream: UpstreamStream | None, task: asyncio.Future[Any]) -> None:
+        """Close the upstream now (before a terminal item is handed out: a consumer that stops reading
+        must not keep the upstream connection open). Idempotent."""
+        if not task.done():
+            task.cancel()
+        if stream is not None:
+            await stream.aclose()
+        elif task.done() and not task.cancelled() and task.exception() is None:
+            opened = task.result()
+            if opened is not None and hasattr(opened, "aclose"):
+                await opened.aclose()
 
     def _fail(self, provider: str, failure: Failed, code: str, retry_after: float | None) -> list[RelayItem]:
         """Before the commit point: remember and let `run` try the next route. After: one Failed."""

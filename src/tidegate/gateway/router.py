@@ -8,6 +8,10 @@ from ..providers.base import ChatProvider
 
 
 def build_provider(config: ProviderConfig) -> ChatProvider:
+    if config.kind == "openai":
+        from ..providers.openai import build_openai_provider
+
+        return build_openai_provider(config)
     if config.kind == "anthropic":
         from ..providers.anthropic import anthropic_provider
 

@@ -13,7 +13,7 @@ from ..store.base import ApiKey
 from .chat_request import parse_chat_request
 from .disconnect import watch_disconnect
 from .http import Request
-from .idempotency import answer_existing, idempotency_key, request_hash
+from .idempotency import answer_existing, idempotency_key, request_hash, resume_ended
 from .state import AppState
 
 
@@ -29,6 +29,9 @@ async def chat_completions(req: Request, state: AppState, key: ApiKey) -> None:
     body = await req.json(state.config.server.max_body_bytes)
     request = parse_chat_request(body)
     idem = idempotency_key(req)
+    rhash = request_hash("chat", body) if idem else None
+    if request.stream and await resume_ended(req, state, key.id, idem, rhash):
+        return
     assert req.generation_id is not None
     try:
         gen = await state.gateway.start(
@@ -38,7 +41,7 @@ async def chat_completions(req: Request, state: AppState, key: ApiKey) -> None:
             request=request,
             model_type="chat",
             idempotency_key=idem,
-            request_hash=request_hash("chat", body) if idem else None,
+            request_hash=rhash,
         )
     except ExistingGeneration as existing:
         await answer_existing(req, state, existing.result, request.stream)

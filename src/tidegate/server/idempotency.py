@@ -105,14 +105,26 @@ async def stream_frames(req: Request, state: AppState, record: GenerationRecord,
     await req.write(b"", more=False)
 
 
+async def resume_ended(req: Request, state: AppState, key_id: str, idem: str | None, rhash: str | None) -> bool:
+    """A resume (`Last-Event-ID`) of a generation that already ended without completing re-sends what it
+    stored, ending with its failure event, instead of silently starting a new (paid) generation."""
+    after = last_event_id(req)
+    if idem is None or after is None:
+        return False
+    record = await state.store.find_idempotent(key_id, idem)
+    if record is None or record.request_hash != rhash or record.status not in ("failed", "cancelled", "interrupted"):
+        return False
+    req.generation_id = record.id
+    await stream_frames(req, state, record, after)
+    return True
+
+
 async def answer_existing(req: Request, state: AppState, result: BeginResult, streaming: bool) -> None:
     """Answer a repeated request with the same Idempotency-Key instead of starting a generation."""
     record = result.record
     req.generation_id = record.id
     if result.outcome == "mismatch":
-        raise IdempotencyKeyReused(
-            "this Idempotency-Key was already used with a different request body; use a new key"
-        )
+        raise IdempotencyKeyReused("this Idempotency-Key was already used with a different request body; use a new key")
     resume_from = last_event_id(req)
     if result.outcome == "in_progress":
         if streaming and resume_from is not None and wants_sse(req):

@@ -1,0 +1,312 @@
+"""The `openai` kind: any OpenAI-compatible Chat Completions upstream, as a passthrough.
+
+`build_request` forwards the client's body (unknown fields included) with the route's model, `stream`
+forced on (non-stream client requests are assembled from the stream by the door) and
+`stream_options.include_usage` injected unless the client sent `stream_options` (UPSTREAMS §4,
+CONTRACT §3). The decoder emits, for every chunk, the chunk's exact bytes (`RawFrame`, for the chat
+door) followed by its canonical events (for the recorder and every other door). `[DONE]` is the
+terminal marker: a stream that ends without it is a failure, never a `stop`.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import re
+import time
+from typing import Any
+
+import orjson
+
+from ..config import ProviderConfig
+from ..errors import ProviderFailure, retriable_status
+from ..events import (
+    Event,
+    Failed,
+    Finished,
+    FinishReason,
+    RawFrame,
+    ReasoningDelta,
+    ReasoningKind,
+    Started,
+    TextDelta,
+    ToolCallDelta,
+    UsageReport,
+)
+from ..request import GenerationRequest
+from ..sse import SSEDecoder
+from .transport import HttpProvider, UpstreamHttpRequest
+
+MAX_MESSAGE = 300
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+}
+_REASONING_KINDS: dict[str, ReasoningKind] = {
+    "reasoning.text": "text",
+    "reasoning.encrypted": "encrypted",
+    "reasoning.summary": "summary",
+}
+# Things that look like credentials: provider key prefixes, bearer tokens, long opaque tokens.
+_SECRETISH = re.compile(
+    r"(?i)\bbearer\s+\S+|\b(?:sk|pk|rk|key|tok|api)[-_][A-Za-z0-9_\-\.]{6,}|\b(?=[A-Za-z0-9_\-]*\d)"
+    r"(?=[A-Za-z0-9_\-]*[A-Za-z])[A-Za-z0-9_\-]{32,}\b"
+)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+
+
+def sanitize(text: str, secret: str | None = None, limit: int = MAX_MESSAGE) -> str:
+    """Upstream text made safe to show a client: no key, no control characters, capped."""
+    text = _SECRETISH.sub("***", text)
+    if secret:
+        text = text.replace(secret, "***")
+    text = _CONTROL.sub(" ", text).strip()
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def retry_after(headers: dict[str, str]) -> float | None:
+    """`Retry-After` (seconds or an HTTP date) or `retry-after-ms`, in seconds."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def error_text(payload: Any) -> tuple[str, str]:
+    """(type, message) from an OpenAI-style error body, or the common compatible variants."""
+    if not isinstance(payload, dict):
+        return "", ""
+    err = payload.get("error", payload)
+    if isinstance(err, str):
+        return "", err
+    if not isinstance(err, dict):
+        return "", ""
+    kind = err.get("type") or err.get("code") or ""
+    message = err.get("message") or err.get("detail") or ""
+    if not isinstance(message, str):
+        message = orjson.dumps(message).decode()
+    return str(kind), message
+
+
+class OpenAIDecoder:
+    """Stateful: bytes of an OpenAI-compatible chunk stream in, canonical events out."""
+
+    def __init__(self, provider: str, served_model: str, secret: str | None = None) -> None:
+        self.provider = provider
+        self.served_model = served_model
+        self._secret = secret
+        self._sse = SSEDecoder()
+        self._started = False
+        self._finished = False
+        self._done = False
+
+    def feed(self, chunk: bytes) -> list[Event]:
+        if self._done:
+            return []  # nothing after [DONE] is read (as the OpenAI SDK does)
+        out: list[Event] = []
+        for sse in self._sse.feed(chunk):
+            if self._done:
+                break
+            data = sse.data
+            if data.startswith("[DONE]"):
+                self._done = True
+                if not self._finished:
+                    out.append(Finished("stop"))
+                    self._finished = True
+                break
+            try:
+                obj = orjson.loads(data)
+            except orjson.JSONDecodeError as exc:
+                message = f"the upstream sent data that is not JSON ({exc.msg} at position {exc.pos})"
+                if not out:
+                    raise ValueError(message) from None
+                out.append(Failed("upstream_protocol_error", message, self.provider))
+                return out
+            if not isinstance(obj, dict):
+                message = "the upstream sent a JSON value that is not a chunk object"
+                if not out:
+                    raise ValueError(message)
+                out.append(Failed("upstream_protocol_error", message, self.provider))
+                return out
+            if obj.get("error"):
+                kind, msg = error_text(obj)
+                text = sanitize(f"{kind}: {msg}" if kind and msg else (msg or kind or "error"), self._secret)
+                out.append(Failed("upstream_error", f"{self.provider}: {text}", self.provider, True))
+                return out
+            # The chunk's own bytes, exactly; a payload split over several data lines is re-serialised
+            # compactly because the chat door writes one data line per event.
+            out.append(RawFrame(data.encode() if "\n" not in data else orjson.dumps(obj)))
+            self._events(obj, out)
+            if out and isinstance(out[-1], Failed):
+                return out
+        return out
+
+    def _events(self, obj: dict[str, Any], out: list[Event]) -> None:
+        if not self._started:
+            self._started = True
+            model = obj.get("model")
+            cid = obj.get("id")
+            out.append(
+                Started(
+                    self.provider,
+                    model if isinstance(model, str) and model else self.served_model,
+                    cid if isinstance(cid, str) and cid else None,
+                )
+            )
+        choices = obj.get("choices")
+        if isinstance(choices, list):
+            for choice in choices:
+                if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                    self._choice(choice, out)
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            out.append(_usage(usage))
+
+    def _choice(self, choice: dict[str, Any], out: list[Event]) -> None:
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            details = delta.get("reasoning_details")
+            if isinstance(details, list) and details:
+                for detail in details:
+                    if isinstance(detail, dict):
+                        out.append(_reasoning_detail(detail))
+            else:
+                for key in ("reasoning", "reasoning_content"):
+                    text = delta.get(key)
+                    if isinstance(text, str) and text:
+                        out.append(ReasoningDelta(text))
+                        break
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                out.append(TextDelta(content))
+            calls = delta.get("tool_calls")
+            if isinstance(calls, list):
+                for call in calls:
+                    if isinstance(call, dict):
+                        out.append(_tool_call(call))
+        reason = choice.get("finish_reason")
+        if isinstance(reason, str) and reason:
+            if reason == "error":
+                out.append(
+                    Failed(
+                        "upstream_error", f"{self.provider}: the upstream ended the answer with an error", self.provider
+                    )
+                )
+                return
+            self._finished = True
+            out.append(Finished(_FINISH.get(reason, "stop")))
+
+    def end(self) -> list[Event]:
+        if self._done:
+            return []
+        return [Failed("upstream_error", "the upstream stream ended without [DONE]", self.provider)]
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _usage(usage: dict[str, Any]) -> UsageReport:
+    prompt_details = usage.get("prompt_tokens_details")
+    completion_details = usage.get("completion_tokens_details")
+    return UsageReport(
+        prompt=_int(usage.get("prompt_tokens")) or 0,
+        completion=_int(usage.get("completion_tokens")) or 0,
+        reasoning=_int(completion_details.get("reasoning_tokens")) if isinstance(completion_details, dict) else None,
+        cached=_int(prompt_details.get("cached_tokens")) if isinstance(prompt_details, dict) else None,
+    )
+
+
+def _reasoning_detail(detail: dict[str, Any]) -> ReasoningDelta:
+    kind = _REASONING_KINDS.get(str(detail.get("type")), "text")
+    index = _int(detail.get("index")) or 0
+    signature = detail.get("signature")
+    sig = signature if isinstance(signature, str) and signature else None
+    if kind == "encrypted":
+        data = detail.get("data")
+        return ReasoningDelta("", "encrypted", sig, data if isinstance(data, str) else "", index)
+    text = detail.get("summary") if kind == "summary" else detail.get("text")
+    return ReasoningDelta(text if isinstance(text, str) else "", kind, sig, None, index)
+
+
+def _tool_call(call: dict[str, Any]) -> ToolCallDelta:
+    fn = call.get("function")
+    fn = fn if isinstance(fn, dict) else {}
+    args = fn.get("arguments")
+    cid = call.get("id")
+    name = fn.get("name")
+    return ToolCallDelta(
+        index=_int(call.get("index")) or 0,
+        arguments=args if isinstance(args, str) else "",
+        id=cid if isinstance(cid, str) and cid else None,
+        name=name if isinstance(name, str) and name else None,
+    )
+
+
+class OpenAIAdapter:
+    """The pure half of the `openai` kind (no I/O)."""
+
+    def __init__(self, config: ProviderConfig) -> None:
+        if not config.base_url:
+            raise ValueError(f"providers.{config.name}.base_url is required for kind 'openai'")
+        self.name = config.name
+        self.url = config.base_url.rstrip("/") + "/chat/completions"
+        self.api_key_env = config.api_key_env
+        self.extra_headers = dict(config.headers)
+
+    def _key(self) -> str | None:
+        if not self.api_key_env:
+            return None
+        return os.environ.get(self.api_key_env) or None
+
+    def build_body(self, request: GenerationRequest, served_model: str) -> dict[str, Any]:
+        body = dict(request.raw_body)
+        body["model"] = served_model
+        body["stream"] = True
+        if body.get("stream_options") is None:
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    async def build_request(self, request: GenerationRequest, served_model: str) -> UpstreamHttpRequest:
+        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        headers.update(self.extra_headers)
+        key = self._key()
+        if key:
+            headers["authorization"] = f"Bearer {key}"
+        return UpstreamHttpRequest("POST", self.url, headers, orjson.dumps(self.build_body(request, served_model)))
+
+    def new_decoder(self, request: GenerationRequest, served_model: str) -> OpenAIDecoder:
+        return OpenAIDecoder(self.name, served_model, self._key())
+
+    def map_error(self, status: int, headers: dict[str, str], body: bytes) -> ProviderFailure:
+        kind, message = "", ""
+        try:
+            kind, message = error_text(orjson.loads(body))
+        except orjson.JSONDecodeError:
+            message = body[:MAX_MESSAGE].decode("utf-8", "replace") if body.strip()[:1] not in (b"<",) else ""
+        detail = sanitize(f"{kind}: {message}" if kind and message else (message or kind), self._key())
+        text = f"{self.name}: upstream HTTP {status}" + (f": {detail}" if detail else "")
+        retriable = retriable_status(status)
+        code = "invalid_request" if status in (400, 422) else "upstream_error"
+        return ProviderFailure(code, text, status=status, retriable=retriable, retry_after=retry_after(headers))
+
+
+def build_openai_provider(config: ProviderConfig, connect_timeout_s: float = 10.0) -> HttpProvider:
+    return HttpProvider(config.name, "openai", OpenAIAdapter(config), connect_timeout_s)
