@@ -8,7 +8,8 @@ from pathlib import Path
 
 import httpx
 
-from helpers import ServerProcess
+from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from helpers import ServerProcess, sqlite_url, start_server
 
 
 def _metric(text: str, prefix: str) -> float:
@@ -42,6 +43,28 @@ def test_metrics_count_requests_generations_and_tokens(local_server: ServerProce
     assert _metric(after, completion) == _metric(before, completion) + usage["completion_tokens"]
     assert "tidegate_time_to_first_token_seconds_bucket" in after
     assert "tidegate_generations_running 0" in after
+
+
+def test_metrics_count_upstream_failures_and_fallbacks(tmp_path: Path) -> None:
+    with OpenAIUpstream() as upstream:
+        config = tidegate_toml(
+            sqlite_url(tmp_path),
+            {"emu": {"kind": "openai", "base_url": upstream.base_url}},
+            {"m": [("emu", "http-503"), ("emu", "text")]},
+        )
+        server = start_server(tmp_path, config)
+        try:
+            resp = httpx.post(
+                server.base_url + "/v1/chat/completions",
+                headers=server.headers,
+                json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            )
+            assert resp.status_code == 200 and resp.headers["x-provider-attempts"] == "2"
+            text = httpx.get(server.base_url + "/metrics").text
+        finally:
+            server.stop()
+    assert _metric(text, 'tidegate_upstream_failures_total{provider="emu",code="upstream_error"}') == 1
+    assert _metric(text, 'tidegate_generations_total{model="m",provider="emu",status="completed"}') == 1
 
 
 def test_check_config_names_bad_key(tmp_path: Path) -> None:

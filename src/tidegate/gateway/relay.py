@@ -20,6 +20,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from .. import metrics
 from ..config import Route
 from ..errors import (
     InvalidRequest,
@@ -216,6 +217,7 @@ class Relay:
                     for event in batch:
                         if isinstance(event, Failed):
                             self._route_done = True
+                            metrics.UPSTREAM_FAILURES.inc(provider.name, event.code)
                             if not event.provider or event.retriable_before_commit:
                                 event = Failed(
                                     event.code, event.message, event.provider or provider.name, False, event.status
@@ -266,6 +268,7 @@ class Relay:
 
     def _fail(self, provider: str, failure: Failed, code: str, retry_after: float | None) -> list[RelayItem]:
         """Before the commit point: remember and let `run` try the next route. After: one Failed."""
+        metrics.UPSTREAM_FAILURES.inc(provider, code)
         if self.committed:
             self._route_done = True
             return [failure]
