@@ -191,6 +191,11 @@ def encode_event(data: bytes | str, *, event: str | None = None, id: int | str |
 
 
 def encode_comment(text: str) -> bytes:
-    """A comment line (keep-alive), terminated by a blank line so line-based clients flush it."""
+    """A keep-alive comment: one line, no blank line after it.
+
+    A blank line after a comment would be harmless per the WHATWG rules, but openai-python's decoder
+    dispatches an empty event on every blank line once an `id:` has been seen, and then fails to parse
+    it as JSON. A lone comment line is ignored by every conforming client and by line-based loops.
+    """
     clean = text.replace("\r", " ").replace("\n", " ")
-    return b": %s\n\n" % clean.encode()
+    return b": %s\n" % clean.encode()

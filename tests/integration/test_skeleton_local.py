@@ -231,7 +231,7 @@ def test_keepalive_before_first_token_and_idle_timeout(tmp_path: Path) -> None:
             server.headers,
         )
         assert r.status == 200 and r.done
-        assert r.raw.startswith(b": TG WAIT\n\n")
+        assert r.raw.startswith(b": TG WAIT\nid: ") or r.raw.startswith(b": TG WAIT\n: TG WAIT\n")
         assert r.comments >= 1
     finally:
         server.stop()

@@ -248,7 +248,7 @@ def test_cancel_endpoint_ends_a_read_stream_with_cancelled(server: ServerProcess
 # ---- keep-alive, idle timeout, commit point --------------------------------------------------------
 def comment_gaps(raw: bytes) -> tuple[int, int]:
     """(keep-alive comments, data events) in the raw bytes."""
-    return raw.count(b": still working\n\n"), raw.count(b"data: ")
+    return raw.count(b": still working\n"), raw.count(b"data: ")
 
 
 def test_keepalives_during_silence_then_complete(ka_server: ServerProcess, emu: OpenAIUpstream) -> None:
@@ -258,7 +258,7 @@ def test_keepalives_during_silence_then_complete(ka_server: ServerProcess, emu: 
     assert 2 <= comments <= 4  # ~1.0 s of silence / 0.3 s
     assert r.comments == comments
     # the comments sit between the second and third upstream chunk
-    head, _, _rest = r.raw.partition(b": still working\n\n")
+    head, _, _rest = r.raw.partition(b": still working\n")
     assert head.count(b"data: ") == 2
     assert [e.data.encode() for e in r.events if e.data != "[DONE]"] == emu.last("silence").sent
 
@@ -286,7 +286,7 @@ def test_keepalives_do_not_reset_the_idle_timeout(ka_server: ServerProcess) -> N
                     failed_at = now
                 else:
                     last_data_at = now
-    comments = bytes(raw).count(b": still working\n\n")
+    comments = bytes(raw).count(b": still working\n")
     assert comments >= 3
     gap = failed_at - last_data_at
     # 1.5 s after the last upstream byte, keep-alives notwithstanding (had they reset it, the upstream
@@ -323,7 +323,7 @@ def test_first_keepalive_is_the_commit_point(ka_server: ServerProcess, emu: Open
     assert resp.status_code == 200
     assert headers_at < 1.0
     assert resp.headers["x-provider"] == "emu" and resp.headers["x-provider-attempts"] == "1"
-    assert raw.startswith(b": still working\n\n")
+    assert raw.startswith(b": still working\n")
     decoder = SSEDecoder()
     events = decoder.feed(raw)
     r = SSEResult(resp.status_code, resp.headers, events, decoder.comments_seen, raw)
@@ -336,7 +336,7 @@ def test_first_keepalive_is_the_commit_point(ka_server: ServerProcess, emu: Open
 def test_in_band_error_after_keepalive_commit_does_not_fall_back(ka_server: ServerProcess, emu: OpenAIUpstream) -> None:
     # headers, 0.6 s of silence (a keep-alive committed the 200 at 0.3 s), then an in-band error
     r = chat(ka_server, "ka/late-error")
-    assert r.comments >= 1 and r.raw.startswith(b": still working\n\n")
+    assert r.comments >= 1 and r.raw.startswith(b": still working\n")
     last = assert_failure_ending(r, "upstream_error", "ka/late-error", None)
     assert "overloaded" in last["error"]["message"]
     assert r.headers["x-provider"] == "emu"
@@ -351,3 +351,18 @@ def test_keepalive_committed_stream_is_answered_by_the_same_route(
     assert r.headers["x-provider"] == "emu" and r.headers["x-provider-attempts"] == "1"
     assert [e.data.encode() for e in r.events if e.data != "[DONE]"] == emu.last("headers-then-silence").sent
     assert emu.counts() == {"headers-then-silence": 1}
+
+
+def test_official_sdk_parses_keepalives_between_events(ka_server: ServerProcess) -> None:
+    """openai-python dispatches an empty event on every blank line once an `id:` was seen; keep-alives
+    between events must therefore be lone comment lines or the SDK fails to decode JSON."""
+    client = openai.OpenAI(base_url=ka_server.base_url + "/v1", api_key=ka_server.key, max_retries=0)
+    text = []
+    with client.chat.completions.create(model="ka/silence-short", messages=HI, stream=True) as stream:
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                text.append(chunk.choices[0].delta.content)
+    assert "".join(text) == "Hello, world \u00e9\u2713!"
+    raw = stream_sse(ka_server.base_url + CHAT, {"model": "ka/silence-short", "messages": HI, "stream": True},
+                     ka_server.headers).raw
+    assert b"data: " in raw.split(b": still working\n", 1)[0]  # keep-alives came after an id'd event

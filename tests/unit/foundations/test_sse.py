@@ -120,4 +120,4 @@ def test_encoder_roundtrip() -> None:
     assert SSEDecoder().feed(frame) == [SSEEvent('{"a":1}', event="delta", id="3")]
     multi = encode_event("a\nb")
     assert SSEDecoder().feed(multi) == [SSEEvent("a\nb")]
-    assert encode_comment("x\ny") == b": x y\n\n"
+    assert encode_comment("x\ny") == b": x y\n"
