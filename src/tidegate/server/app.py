@@ -17,7 +17,7 @@ from ..gateway.router import Router
 from ..ids import new_ulid
 from ..keys import Authenticator
 from ..store.base import ApiKey, GenerationStore, open_store
-from . import chat, generations, models, ops
+from . import chat, generations, models, ops, replay
 from . import native as native_door
 from . import responses as responses_door
 from .http import Message, Receive, Request, Scope, Send
@@ -33,6 +33,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], KeyedHandler]] = [
     ("POST", re.compile(r"^/v1/chat/completions$"), chat.chat_completions),
     ("POST", re.compile(r"^/v1/responses$"), responses_door.responses),
     ("POST", re.compile(r"^/api/v1/llm/responses$"), native_door.native_responses),
+    ("POST", re.compile(r"^/api/v1/llm/responses/replay$"), replay.replay),
     ("GET", re.compile(r"^/api/v1/generations/(?P<id>[0-9A-Za-z]{1,64})$"), generations.get_generation),
     (
         "POST",
