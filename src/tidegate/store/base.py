@@ -157,4 +157,12 @@ def open_store(url: str) -> GenerationStore:
         from .sqlite import SQLiteStore
 
         return SQLiteStore(url)
+    if url.startswith(("redis://", "rediss://")):
+        from .redis import RedisStore
+
+        return RedisStore(url)
+    if url.startswith(("postgresql://", "postgres://")):
+        from .postgres import PostgresStore
+
+        return PostgresStore(url)
     raise ValueError(f"store.url: scheme not available in this build: {url.split('://')[0]}")

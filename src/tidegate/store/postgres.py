@@ -1,0 +1,343 @@
+"""PostgreSQL store (`postgresql://user@host:port/db?schema=tidegate`): the durable ledger, via an asyncpg pool.
+
+Tables are created on `open()` (IF NOT EXISTS, under a lock so concurrent workers do not race on the
+catalog). `begin_generation` is one transaction holding an advisory lock on (key_id, idempotency_key),
+so concurrent requests with the same key — from any process — see each other's record.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import asyncpg  # type: ignore[import-untyped]
+import orjson
+
+from .base import ApiKey, BeginResult, GenerationRecord, Usage
+
+_SCHEMA_LOCK = 0x7469_6465_6761_7465  # "tidegate": one lock id serialises concurrent `open()` DDL
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS api_keys (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    secret_hash TEXT NOT NULL UNIQUE,
+    created_at DOUBLE PRECISION NOT NULL,
+    credits DOUBLE PRECISION,
+    spent DOUBLE PRECISION NOT NULL DEFAULT 0,
+    revoked BOOLEAN NOT NULL DEFAULT FALSE
+);
+CREATE TABLE IF NOT EXISTS generations (
+    id TEXT PRIMARY KEY,
+    key_id TEXT NOT NULL,
+    model TEXT NOT NULL,
+    door TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    status TEXT NOT NULL,
+    idempotency_key TEXT,
+    request_hash TEXT,
+    provider TEXT,
+    served_model TEXT,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    finish_reason TEXT,
+    usage JSONB NOT NULL DEFAULT '{}',
+    usage_estimated BOOLEAN NOT NULL DEFAULT FALSE,
+    cost DOUBLE PRECISION NOT NULL DEFAULT 0,
+    output_text TEXT NOT NULL DEFAULT '',
+    error JSONB,
+    ttft_ms DOUBLE PRECISION,
+    duration_ms DOUBLE PRECISION,
+    owner TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS generations_owner_status ON generations(owner, status);
+CREATE INDEX IF NOT EXISTS generations_created ON generations(created_at);
+CREATE TABLE IF NOT EXISTS idempotency (
+    key_id TEXT NOT NULL,
+    idem_key TEXT NOT NULL,
+    generation_id TEXT NOT NULL,
+    request_hash TEXT,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (key_id, idem_key)
+);
+CREATE INDEX IF NOT EXISTS idempotency_created ON idempotency(created_at);
+CREATE TABLE IF NOT EXISTS generation_log (
+    generation_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    data BYTEA NOT NULL,
+    PRIMARY KEY (generation_id, kind, seq)
+);
+"""
+
+_GEN_COLUMNS = (
+    "id, key_id, model, door, created_at, status, idempotency_key, request_hash, provider, served_model, "
+    "attempts, finish_reason, usage, usage_estimated, cost, output_text, error, ttft_ms, duration_ms, owner"
+)
+_GEN_NAMES = [c.strip() for c in _GEN_COLUMNS.split(",")]
+_INSERT_GEN = f"INSERT INTO generations ({_GEN_COLUMNS}) VALUES ({', '.join(f'${i + 1}' for i in range(20))})"
+_UPDATE_GEN = (
+    "UPDATE generations SET " + ", ".join(f"{c} = ${i + 2}" for i, c in enumerate(_GEN_NAMES[1:])) + " WHERE id = $1"
+)
+_SELECT_GEN = f"SELECT {_GEN_COLUMNS} FROM generations WHERE id = $1"
+_KEY_COLUMNS = "id, name, secret_hash, created_at, credits, spent, revoked"
+_INTERRUPTED_ERROR = orjson.dumps({"code": "interrupted", "message": "the gateway stopped mid-generation"}).decode()
+
+
+def _split_url(url: str) -> tuple[str, str | None]:
+    """The DSN without tidegate's `schema` parameter (asyncpg would send it as a server setting), and it."""
+    parts = urlsplit(url)
+    schema: str | None = None
+    rest: list[tuple[str, str]] = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name == "schema":
+            schema = value
+        else:
+            rest.append((name, value))
+    return urlunsplit(parts._replace(query=urlencode(rest))), schema
+
+
+def _quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _gen_params(r: GenerationRecord) -> tuple[Any, ...]:
+    u = r.usage
+    usage = {
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.total_tokens,
+        "reasoning_tokens": u.reasoning_tokens,
+        "cached_tokens": u.cached_tokens,
+    }
+    return (
+        r.id,
+        r.key_id,
+        r.model,
+        r.door,
+        float(r.created_at),
+        r.status,
+        r.idempotency_key,
+        r.request_hash,
+        r.provider,
+        r.served_model,
+        r.attempts,
+        r.finish_reason,
+        orjson.dumps(usage).decode(),
+        r.usage_estimated,
+        float(r.cost),
+        r.output_text.replace("\x00", "\ufffd"),  # PostgreSQL text cannot hold NUL
+        orjson.dumps(r.error).decode() if r.error is not None else None,
+        r.ttft_ms,
+        r.duration_ms,
+        r.owner,
+    )
+
+
+def _gen_row(row: Any) -> GenerationRecord:
+    return GenerationRecord(
+        id=row[0],
+        key_id=row[1],
+        model=row[2],
+        door=row[3],
+        created_at=row[4],
+        status=row[5],
+        idempotency_key=row[6],
+        request_hash=row[7],
+        provider=row[8],
+        served_model=row[9],
+        attempts=row[10],
+        finish_reason=row[11],
+        usage=Usage(**orjson.loads(row[12])),
+        usage_estimated=bool(row[13]),
+        cost=row[14],
+        output_text=row[15],
+        error=orjson.loads(row[16]) if row[16] is not None else None,
+        ttft_ms=row[17],
+        duration_ms=row[18],
+        owner=row[19],
+    )
+
+
+def _key_row(row: Any) -> ApiKey:
+    return ApiKey(
+        id=row[0],
+        name=row[1],
+        secret_hash=row[2],
+        created_at=row[3],
+        credits=row[4],
+        spent=row[5],
+        revoked=bool(row[6]),
+    )
+
+
+def _count(status: str) -> int:
+    """The row count of an asyncpg command status such as `UPDATE 3` or `DELETE 0`."""
+    return int(status.rsplit(" ", 1)[-1])
+
+
+class PostgresStore:
+    def __init__(self, url: str, *, schema: str | None = None, max_connections: int = 10) -> None:
+        self.dsn, url_schema = _split_url(url)
+        self.schema = schema if schema is not None else url_schema
+        self.max_connections = max_connections
+        self._pool: Any = None
+
+    @property
+    def pool(self) -> Any:
+        if self._pool is None:
+            raise RuntimeError("the PostgreSQL store is not open")
+        return self._pool
+
+    async def open(self) -> None:
+        if self._pool is not None:
+            return
+        settings = {"search_path": _quote_ident(self.schema)} if self.schema else {}
+        self._pool = await asyncpg.create_pool(
+            self.dsn, min_size=1, max_size=self.max_connections, server_settings=settings, command_timeout=30
+        )
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK)
+            if self.schema:
+                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote_ident(self.schema)}")
+            await conn.execute(_SCHEMA)
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    async def ping(self) -> bool:
+        try:
+            return bool(await self.pool.fetchval("SELECT 1", timeout=5) == 1)
+        except (asyncpg.PostgresError, OSError, RuntimeError, TimeoutError, asyncpg.InterfaceError):
+            return False
+
+    # --- keys -------------------------------------------------------------------------------------
+    async def create_key(self, key: ApiKey) -> None:
+        await self.pool.execute(
+            f"INSERT INTO api_keys ({_KEY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            key.id,
+            key.name,
+            key.secret_hash,
+            float(key.created_at),
+            None if key.credits is None else float(key.credits),
+            float(key.spent),
+            key.revoked,
+        )
+
+    async def find_key_by_hash(self, secret_hash: str) -> ApiKey | None:
+        row = await self.pool.fetchrow(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE secret_hash = $1", secret_hash)
+        return _key_row(row) if row is not None else None
+
+    async def list_keys(self) -> list[ApiKey]:
+        rows = await self.pool.fetch(f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY created_at, id")
+        return [_key_row(r) for r in rows]
+
+    async def revoke_key(self, key_id_or_name: str) -> bool:
+        status = await self.pool.execute(
+            "UPDATE api_keys SET revoked = TRUE WHERE (id = $1 OR name = $1) AND NOT revoked", key_id_or_name
+        )
+        return _count(status) > 0
+
+    async def count_keys(self) -> int:
+        return int(await self.pool.fetchval("SELECT COUNT(*) FROM api_keys WHERE NOT revoked"))
+
+    async def add_spend(self, key_id: str, cost: float) -> None:
+        await self.pool.execute("UPDATE api_keys SET spent = spent + $2 WHERE id = $1", key_id, float(cost))
+
+    # --- generations ------------------------------------------------------------------------------
+    async def create_generation(self, record: GenerationRecord) -> None:
+        await self.pool.execute(_INSERT_GEN, *_gen_params(record))
+
+    async def update_generation(self, record: GenerationRecord) -> None:
+        await self.pool.execute(_UPDATE_GEN, *_gen_params(record))
+
+    async def get_generation(self, generation_id: str) -> GenerationRecord | None:
+        row = await self.pool.fetchrow(_SELECT_GEN, generation_id)
+        return _gen_row(row) if row is not None else None
+
+    async def mark_interrupted(self, owner: str) -> int:
+        status = await self.pool.execute(
+            "UPDATE generations SET status = 'interrupted', finish_reason = 'error', error = $2::jsonb"
+            " WHERE status = 'in_progress' AND owner = $1",
+            owner,
+            _INTERRUPTED_ERROR,
+        )
+        return _count(status)
+
+    # --- idempotency and logs ---------------------------------------------------------------------
+    async def begin_generation(self, record: GenerationRecord) -> BeginResult:
+        params = _gen_params(record)
+        if record.idempotency_key is None:
+            await self.pool.execute(_INSERT_GEN, *params)
+            return BeginResult("created", record)
+        async with self.pool.acquire() as conn, conn.transaction():
+            # Serialise every begin for this (API key, Idempotency-Key), across processes.
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(10) || $2, 0))",
+                record.key_id,
+                record.idempotency_key,
+            )
+            row = await conn.fetchrow(
+                "SELECT generation_id, request_hash FROM idempotency WHERE key_id = $1 AND idem_key = $2",
+                record.key_id,
+                record.idempotency_key,
+            )
+            if row is not None:
+                found = await conn.fetchrow(_SELECT_GEN, row[0])
+                if found is not None:
+                    existing = _gen_row(found)
+                    if row[1] != record.request_hash:
+                        return BeginResult("mismatch", existing)
+                    if existing.status in ("in_progress", "completed"):
+                        return BeginResult(existing.status, existing)
+            await conn.execute(
+                "INSERT INTO idempotency (key_id, idem_key, generation_id, request_hash, created_at)"
+                " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (key_id, idem_key) DO UPDATE SET"
+                " generation_id = EXCLUDED.generation_id, request_hash = EXCLUDED.request_hash,"
+                " created_at = EXCLUDED.created_at",
+                record.key_id,
+                record.idempotency_key,
+                record.id,
+                record.request_hash,
+                float(record.created_at),
+            )
+            await conn.execute(_INSERT_GEN, *params)
+        return BeginResult("created", record)
+
+    async def find_idempotent(self, key_id: str, idempotency_key: str) -> GenerationRecord | None:
+        row = await self.pool.fetchrow(
+            f"SELECT {', '.join('g.' + c for c in _GEN_NAMES)} FROM idempotency i"
+            " JOIN generations g ON g.id = i.generation_id WHERE i.key_id = $1 AND i.idem_key = $2",
+            key_id,
+            idempotency_key,
+        )
+        return _gen_row(row) if row is not None else None
+
+    async def append_log(self, generation_id: str, entries: list[tuple[str, int, bytes]]) -> None:
+        if not entries:
+            return
+        await self.pool.executemany(
+            "INSERT INTO generation_log (generation_id, kind, seq, data) VALUES ($1, $2, $3, $4)"
+            " ON CONFLICT (generation_id, kind, seq) DO UPDATE SET data = EXCLUDED.data",
+            [(generation_id, kind, seq, data) for kind, seq, data in entries],
+        )
+
+    async def read_log(self, generation_id: str, kind: str, after_seq: int = -1) -> list[tuple[int, bytes]]:
+        rows = await self.pool.fetch(
+            "SELECT seq, data FROM generation_log WHERE generation_id = $1 AND kind = $2 AND seq > $3 ORDER BY seq",
+            generation_id,
+            kind,
+            after_seq,
+        )
+        return [(int(r[0]), bytes(r[1])) for r in rows]
+
+    async def prune(self, older_than: float) -> int:
+        async with self.pool.acquire() as conn, conn.transaction():
+            status = await conn.execute("DELETE FROM idempotency WHERE created_at < $1", float(older_than))
+            await conn.execute(
+                "DELETE FROM generation_log WHERE generation_id IN"
+                " (SELECT id FROM generations WHERE created_at < $1 AND status <> 'in_progress')",
+                float(older_than),
+            )
+        return _count(status)

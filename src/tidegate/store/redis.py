@@ -1,0 +1,400 @@
+"""Redis store (`redis://host:port/db?prefix=tidegate:&retention_hours=24`), shared by many gateway processes.
+
+Layout, every key under `prefix` (default `tidegate:`):
+- `key:{id}` hash (each field JSON-encoded), `keyhash:{secret_hash}` -> id, `keys` zset of ids by created_at.
+- `gen:{id}` hash, one JSON-encoded value per `GenerationRecord` field (Lua can read/patch `status`).
+- `idem:{len(key_id)}:{key_id}:{idempotency_key}` hash (gen, hash, created_at) + `idem` zset by created_at.
+- `log:{id}:{kind}` zset scored by seq (member = 8-byte seq + data), `logkinds:{id}` set, `logidx` zset of
+  generations that have logs, by the generation's created_at (for `prune`).
+- `owner:{owner}` set of the generation ids that owner has in progress (for `mark_interrupted`).
+
+Every multi-key change is one Lua script, so `begin_generation` is atomic across processes.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import asdict, fields
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import orjson
+import redis.asyncio as aioredis
+from redis.commands.core import AsyncScript
+from redis.exceptions import RedisError
+
+from .base import ApiKey, BeginResult, GenerationRecord, Usage
+
+DEFAULT_PREFIX = "tidegate:"
+_GEN_FIELDS = tuple(f.name for f in fields(GenerationRecord))
+_KEY_FIELDS = ("id", "name", "secret_hash", "created_at", "credits", "spent", "revoked")
+_IN_PROGRESS = b'"in_progress"'
+_INTERRUPTED_ERROR = {"code": "interrupted", "message": "the gateway stopped mid-generation"}
+_SEQ = struct.Struct(">q")
+
+_CREATE_KEY = """
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then
+  return redis.error_reply('duplicate api key id or secret hash')
+end
+redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+redis.call('SET', KEYS[2], ARGV[1])
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
+return 1
+"""
+
+# ARGV: prefix, JSON of the id-or-name, mode ('revoke' | 'count')
+_SCAN_KEYS = """
+local n = 0
+for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local k = ARGV[1] .. 'key:' .. id
+  local v = redis.call('HMGET', k, 'id', 'name', 'revoked')
+  if v[3] == 'false' then
+    if ARGV[3] == 'count' then
+      n = n + 1
+    elseif v[1] == ARGV[2] or v[2] == ARGV[2] then
+      redis.call('HSET', k, 'revoked', 'true')
+      n = n + 1
+    end
+  end
+end
+return n
+"""
+
+_ADD_SPEND = """
+if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HINCRBYFLOAT', KEYS[1], 'spent', ARGV[1]) end
+return 1
+"""
+
+# KEYS: gen, owner set of the new owner. ARGV: mode, old-owner-set prefix, in_progress flag, id, fields...
+_PUT_GEN = """
+local exists = redis.call('EXISTS', KEYS[1]) == 1
+if ARGV[1] == 'create' and exists then return redis.error_reply('duplicate generation id') end
+if ARGV[1] == 'update' and not exists then return 0 end
+if exists then
+  local old = redis.call('HGET', KEYS[1], 'owner')
+  if old then redis.call('SREM', ARGV[2] .. cjson.decode(old), ARGV[4]) end
+end
+redis.call('HSET', KEYS[1], unpack(ARGV, 5))
+if ARGV[3] == '1' then redis.call('SADD', KEYS[2], ARGV[4]) end
+return 1
+"""
+
+# KEYS: idem hash, new gen, idem zset, owner set. ARGV: prefix, idem member, gen id, request hash (JSON),
+# created_at, ttl ms (0 = none), in_progress flag, fields...
+_BEGIN = """
+local cur = redis.call('HMGET', KEYS[1], 'gen', 'hash')
+if cur[1] then
+  local existing = ARGV[1] .. 'gen:' .. cur[1]
+  if redis.call('EXISTS', existing) == 1 then
+    local status = redis.call('HGET', existing, 'status')
+    if cur[2] ~= ARGV[4] then
+      return {'mismatch', redis.call('HGETALL', existing)}
+    end
+    if status == '"in_progress"' or status == '"completed"' then
+      return {'existing', redis.call('HGETALL', existing)}
+    end
+  end
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then return redis.error_reply('duplicate generation id') end
+redis.call('HSET', KEYS[1], 'gen', ARGV[3], 'hash', ARGV[4], 'created_at', ARGV[5])
+if tonumber(ARGV[6]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[6]) end
+redis.call('ZADD', KEYS[3], ARGV[5], ARGV[2])
+redis.call('HSET', KEYS[2], unpack(ARGV, 8))
+if ARGV[7] == '1' then redis.call('SADD', KEYS[4], ARGV[3]) end
+return {'created', {}}
+"""
+
+# KEYS: owner set. ARGV: prefix, owner (JSON), error (JSON)
+_MARK_INTERRUPTED = """
+local n = 0
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local g = ARGV[1] .. 'gen:' .. id
+  local v = redis.call('HMGET', g, 'status', 'owner')
+  if v[1] == '"in_progress"' and v[2] == ARGV[2] then
+    redis.call('HSET', g, 'status', '"interrupted"', 'finish_reason', '"error"', 'error', ARGV[3])
+    n = n + 1
+  end
+end
+redis.call('DEL', KEYS[1])
+return n
+"""
+
+# KEYS: logkinds set, logidx zset, gen. ARGV: prefix .. 'log:' .. id .. ':', ttl ms, id, then (kind, seq, member)*
+_APPEND_LOG = """
+local ttl = tonumber(ARGV[2])
+for i = 4, #ARGV, 3 do
+  local key = ARGV[1] .. ARGV[i]
+  redis.call('ZREMRANGEBYSCORE', key, ARGV[i + 1], ARGV[i + 1])
+  redis.call('ZADD', key, ARGV[i + 1], ARGV[i + 2])
+  redis.call('SADD', KEYS[1], ARGV[i])
+  if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
+end
+if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) end
+if not redis.call('ZSCORE', KEYS[2], ARGV[3]) then
+  local created = redis.call('HGET', KEYS[3], 'created_at')
+  if created then redis.call('ZADD', KEYS[2], tonumber(created), ARGV[3]) end
+end
+return 1
+"""
+
+# KEYS: idem zset. ARGV: prefix .. 'idem:', cutoff, members...
+_PRUNE_IDEM = """
+local n = 0
+local cutoff = tonumber(ARGV[2])
+for i = 3, #ARGV do
+  local score = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if score and tonumber(score) < cutoff then
+    redis.call('DEL', ARGV[1] .. ARGV[i])
+    redis.call('ZREM', KEYS[1], ARGV[i])
+    n = n + 1
+  end
+end
+return n
+"""
+
+# KEYS: logidx zset. ARGV: prefix, generation ids...
+_PRUNE_LOGS = """
+for i = 2, #ARGV do
+  local id = ARGV[i]
+  if redis.call('HGET', ARGV[1] .. 'gen:' .. id, 'status') ~= '"in_progress"' then
+    local kinds = ARGV[1] .. 'logkinds:' .. id
+    for _, kind in ipairs(redis.call('SMEMBERS', kinds)) do
+      redis.call('DEL', ARGV[1] .. 'log:' .. id .. ':' .. kind)
+    end
+    redis.call('DEL', kinds)
+    redis.call('ZREM', KEYS[1], id)
+  end
+end
+return 1
+"""
+
+_PRUNE_BATCH = 500
+
+
+def _split_url(url: str) -> tuple[str, dict[str, str]]:
+    """The url without tidegate's own query parameters, and those parameters."""
+    parts = urlsplit(url)
+    ours: dict[str, str] = {}
+    rest: list[tuple[str, str]] = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name in ("prefix", "retention_hours"):
+            ours[name] = value
+        else:
+            rest.append((name, value))
+    return urlunsplit(parts._replace(query=urlencode(rest))), ours
+
+
+def _enc(value: Any) -> bytes:
+    return orjson.dumps(value)
+
+
+def _gen_fields(record: GenerationRecord) -> list[Any]:
+    out: list[Any] = []
+    for name in _GEN_FIELDS:
+        value = asdict(record.usage) if name == "usage" else getattr(record, name)
+        out += [name, _enc(value)]
+    return out
+
+
+def _pairs(flat: list[Any]) -> dict[str, Any]:
+    return {
+        (k.decode() if isinstance(k, bytes) else str(k)): orjson.loads(v)
+        for k, v in zip(flat[::2], flat[1::2], strict=True)
+    }
+
+
+def _gen_from(values: dict[str, Any]) -> GenerationRecord:
+    values = dict(values)
+    values["usage"] = Usage(**values.get("usage", {}))
+    return GenerationRecord(**{k: v for k, v in values.items() if k in _GEN_FIELDS})
+
+
+def _key_from(values: dict[str, Any]) -> ApiKey:
+    return ApiKey(
+        id=values["id"],
+        name=values["name"],
+        secret_hash=values["secret_hash"],
+        created_at=values["created_at"],
+        credits=values["credits"],
+        spent=float(values["spent"]),
+        revoked=bool(values["revoked"]),
+    )
+
+
+class RedisStore:
+    def __init__(self, url: str, *, prefix: str | None = None, retention_hours: float | None = None) -> None:
+        self.url, params = _split_url(url)
+        self.prefix = prefix if prefix is not None else params.get("prefix", DEFAULT_PREFIX)
+        hours = retention_hours if retention_hours is not None else float(params.get("retention_hours", 0) or 0)
+        self._ttl_ms = int(hours * 3_600_000)  # 0: no expiry, `prune` forgets old keys
+        self._r: aioredis.Redis | None = None
+        self._scripts: dict[str, AsyncScript] = {}
+
+    def _k(self, *parts: str) -> str:
+        return self.prefix + ":".join(parts)
+
+    @property
+    def _redis(self) -> aioredis.Redis:
+        if self._r is None:
+            raise RuntimeError("the Redis store is not open")
+        return self._r
+
+    async def _cmd(self, *args: Any) -> Any:
+        return await self._redis.execute_command(*args)  # type: ignore[no-untyped-call]
+
+    async def _run(self, name: str, keys: list[str], args: list[Any]) -> Any:
+        return await self._scripts[name](keys=keys, args=args)
+
+    async def open(self) -> None:
+        if self._r is not None:
+            return
+        self._r = aioredis.Redis.from_url(self.url, socket_connect_timeout=5, socket_timeout=30)
+        sources = {
+            "create_key": _CREATE_KEY,
+            "scan_keys": _SCAN_KEYS,
+            "add_spend": _ADD_SPEND,
+            "put_gen": _PUT_GEN,
+            "begin": _BEGIN,
+            "mark_interrupted": _MARK_INTERRUPTED,
+            "append_log": _APPEND_LOG,
+            "prune_idem": _PRUNE_IDEM,
+            "prune_logs": _PRUNE_LOGS,
+        }
+        self._scripts = {name: self._r.register_script(src) for name, src in sources.items()}
+        await self._cmd("PING")
+
+    async def close(self) -> None:
+        if self._r is not None:
+            await self._r.aclose()
+            self._r = None
+
+    async def ping(self) -> bool:
+        try:
+            return bool(await self._cmd("PING"))
+        except (RedisError, OSError, RuntimeError):
+            return False
+
+    # --- keys -------------------------------------------------------------------------------------
+    async def create_key(self, key: ApiKey) -> None:
+        values = [key.id, key.name, key.secret_hash, key.created_at, key.credits, key.spent, key.revoked]
+        pairs: list[Any] = []
+        for name, value in zip(_KEY_FIELDS, values, strict=True):
+            pairs += [name, _enc(value)]
+        await self._run(
+            "create_key",
+            [self._k("key", key.id), self._k("keyhash", key.secret_hash), self._k("keys")],
+            [key.id, repr(float(key.created_at)), *pairs],
+        )
+
+    async def _get_key(self, key_id: str) -> ApiKey | None:
+        flat = await self._cmd("HGETALL", self._k("key", key_id))
+        if not flat:
+            return None
+        return _key_from({k.decode(): orjson.loads(v) for k, v in flat.items()})
+
+    async def find_key_by_hash(self, secret_hash: str) -> ApiKey | None:
+        key_id = await self._cmd("GET", self._k("keyhash", secret_hash))
+        return await self._get_key(key_id.decode()) if key_id is not None else None
+
+    async def list_keys(self) -> list[ApiKey]:
+        ids = await self._cmd("ZRANGE", self._k("keys"), 0, -1)
+        out = [await self._get_key(i.decode()) for i in ids]
+        return [k for k in out if k is not None]
+
+    async def revoke_key(self, key_id_or_name: str) -> bool:
+        n = await self._run("scan_keys", [self._k("keys")], [self.prefix, _enc(key_id_or_name), "revoke"])
+        return int(n) > 0
+
+    async def count_keys(self) -> int:
+        return int(await self._run("scan_keys", [self._k("keys")], [self.prefix, b"", "count"]))
+
+    async def add_spend(self, key_id: str, cost: float) -> None:
+        await self._run("add_spend", [self._k("key", key_id)], [repr(float(cost))])
+
+    # --- generations ------------------------------------------------------------------------------
+    async def _put(self, mode: str, record: GenerationRecord) -> None:
+        in_progress = "1" if record.status == "in_progress" else "0"
+        await self._run(
+            "put_gen",
+            [self._k("gen", record.id), self._k("owner", record.owner)],
+            [mode, self._k("owner", ""), in_progress, record.id, *_gen_fields(record)],
+        )
+
+    async def create_generation(self, record: GenerationRecord) -> None:
+        await self._put("create", record)
+
+    async def update_generation(self, record: GenerationRecord) -> None:
+        await self._put("update", record)
+
+    async def get_generation(self, generation_id: str) -> GenerationRecord | None:
+        flat = await self._cmd("HGETALL", self._k("gen", generation_id))
+        if not flat:
+            return None
+        return _gen_from({k.decode(): orjson.loads(v) for k, v in flat.items()})
+
+    async def mark_interrupted(self, owner: str) -> int:
+        n = await self._run(
+            "mark_interrupted", [self._k("owner", owner)], [self.prefix, _enc(owner), _enc(_INTERRUPTED_ERROR)]
+        )
+        return int(n)
+
+    # --- idempotency and logs ---------------------------------------------------------------------
+    @staticmethod
+    def _idem_member(key_id: str, idempotency_key: str) -> str:
+        return f"{len(key_id)}:{key_id}:{idempotency_key}"
+
+    async def begin_generation(self, record: GenerationRecord) -> BeginResult:
+        if record.idempotency_key is None:
+            await self.create_generation(record)
+            return BeginResult("created", record)
+        member = self._idem_member(record.key_id, record.idempotency_key)
+        outcome, flat = await self._run(
+            "begin",
+            [self._k("idem", member), self._k("gen", record.id), self._k("idem"), self._k("owner", record.owner)],
+            [
+                self.prefix,
+                member,
+                record.id,
+                _enc(record.request_hash),
+                repr(float(record.created_at)),
+                self._ttl_ms,
+                "1" if record.status == "in_progress" else "0",
+                *_gen_fields(record),
+            ],
+        )
+        if outcome == b"created":
+            return BeginResult("created", record)
+        existing = _gen_from(_pairs(flat))
+        return BeginResult("mismatch" if outcome == b"mismatch" else existing.status, existing)
+
+    async def find_idempotent(self, key_id: str, idempotency_key: str) -> GenerationRecord | None:
+        gen = await self._cmd("HGET", self._k("idem", self._idem_member(key_id, idempotency_key)), "gen")
+        return await self.get_generation(gen.decode()) if gen is not None else None
+
+    async def append_log(self, generation_id: str, entries: list[tuple[str, int, bytes]]) -> None:
+        if not entries:
+            return
+        args: list[Any] = [self._k("log", generation_id, ""), self._ttl_ms, generation_id]
+        for kind, seq, data in entries:
+            args += [kind, seq, _SEQ.pack(seq) + data]
+        await self._run(
+            "append_log",
+            [self._k("logkinds", generation_id), self._k("logidx"), self._k("gen", generation_id)],
+            args,
+        )
+
+    async def read_log(self, generation_id: str, kind: str, after_seq: int = -1) -> list[tuple[int, bytes]]:
+        members = await self._cmd("ZRANGEBYSCORE", self._k("log", generation_id, kind), f"({after_seq}", "+inf")
+        return [(_SEQ.unpack_from(m)[0], bytes(m[_SEQ.size :])) for m in members]
+
+    async def prune(self, older_than: float) -> int:
+        cutoff = repr(float(older_than))
+        forgotten = 0
+        old = await self._cmd("ZRANGEBYSCORE", self._k("idem"), "-inf", f"({cutoff}")
+        for i in range(0, len(old), _PRUNE_BATCH):
+            batch = old[i : i + _PRUNE_BATCH]
+            forgotten += int(await self._run("prune_idem", [self._k("idem")], [self._k("idem", ""), cutoff, *batch]))
+        old = await self._cmd("ZRANGEBYSCORE", self._k("logidx"), "-inf", f"({cutoff}")
+        for i in range(0, len(old), _PRUNE_BATCH):
+            await self._run("prune_logs", [self._k("logidx")], [self.prefix, *old[i : i + _PRUNE_BATCH]])
+        return forgotten

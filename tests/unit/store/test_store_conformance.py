@@ -1,0 +1,374 @@
+"""One `GenerationStore` suite, run on SQLite, Redis and PostgreSQL (the SQLite semantics are the spec).
+
+Redis and PostgreSQL are real servers on loopback (see `store_backends.py`); each test gets its own key
+prefix / schema and removes it afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+from store_backends import drop_redis_prefix, drop_schema, postgres_url, redis_url, unique_name, with_query
+
+from tidegate.store.base import (
+    LOG_EVENT,
+    LOG_FRAME,
+    LOG_JSON,
+    ApiKey,
+    GenerationRecord,
+    GenerationStore,
+    Usage,
+    open_store,
+)
+
+BACKENDS = ["sqlite", "redis", "postgres"]
+OpenStore = Callable[[], Awaitable[GenerationStore]]
+
+
+@pytest.fixture(params=BACKENDS)
+async def open_another(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[OpenStore]:
+    """Opens stores on one fresh, isolated database of the backend (several = several processes)."""
+    backend: str = request.param
+    cleanup: Callable[[], Awaitable[None]] | None = None
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'store.db'}"
+    elif backend == "redis":
+        base, why = await asyncio.to_thread(redis_url)
+        if base is None:
+            pytest.skip(why)
+        prefix = unique_name("conf") + ":"
+        url = with_query(base, prefix=prefix)
+
+        async def cleanup() -> None:
+            await asyncio.to_thread(drop_redis_prefix, base, prefix)
+
+    else:
+        base, why = await asyncio.to_thread(postgres_url)
+        if base is None:
+            pytest.skip(why)
+        schema = unique_name("conf")
+        url = with_query(base, schema=schema)
+
+        async def cleanup() -> None:
+            await drop_schema(base, schema)
+
+    opened: list[GenerationStore] = []
+
+    async def _open() -> GenerationStore:
+        store = open_store(url)
+        await store.open()
+        opened.append(store)
+        return store
+
+    yield _open
+    for store in opened:
+        await store.close()
+    if cleanup is not None:
+        await cleanup()
+
+
+@pytest.fixture
+async def store(open_another: OpenStore) -> GenerationStore:
+    return await open_another()
+
+
+def gen(
+    *,
+    key_id: str = "key_a",
+    idem: str | None = None,
+    request_hash: str | None = "hash-1",
+    owner: str = "host:1",
+    status: str = "in_progress",
+    created_at: float | None = None,
+) -> GenerationRecord:
+    return GenerationRecord(
+        id="gen_" + uuid.uuid4().hex,
+        key_id=key_id,
+        model="local/smollm2",
+        door="chat",
+        created_at=time.time() if created_at is None else created_at,
+        status=status,
+        idempotency_key=idem,
+        request_hash=request_hash if idem is not None else None,
+        owner=owner,
+    )
+
+
+# --- API keys -----------------------------------------------------------------------------------------
+
+
+async def test_keys_create_find_list_revoke_count_spend(store: GenerationStore) -> None:
+    now = time.time()
+    a = ApiKey(id="key_a", name="alpha", secret_hash="h" * 64, created_at=now, credits=5.0)
+    b = ApiKey(id="key_b", name="beta", secret_hash="g" * 64, created_at=now + 1.25)
+    await store.create_key(b)
+    await store.create_key(a)
+    assert await store.ping() is True
+    assert await store.find_key_by_hash("h" * 64) == a
+    assert await store.find_key_by_hash("g" * 64) == b
+    assert await store.find_key_by_hash("x" * 64) is None
+    assert [k.id for k in await store.list_keys()] == ["key_a", "key_b"]  # by created_at
+    assert await store.count_keys() == 2
+
+    await store.add_spend("key_a", 0.25)
+    await store.add_spend("key_a", 0.25)
+    await store.add_spend("key_missing", 1.0)  # no such key: nothing happens, no error
+    found = await store.find_key_by_hash("h" * 64)
+    assert found is not None and found.spent == pytest.approx(0.5) and found.credits == 5.0
+
+    assert await store.revoke_key("alpha") is True  # by name
+    assert await store.revoke_key("alpha") is False  # already revoked
+    assert await store.count_keys() == 1
+    revoked = await store.find_key_by_hash("h" * 64)
+    assert revoked is not None and revoked.revoked is True and revoked.spent == pytest.approx(0.5)
+    assert await store.revoke_key("key_b") is True  # by id
+    assert await store.revoke_key("nobody") is False
+    assert await store.count_keys() == 0
+    assert [k.revoked for k in await store.list_keys()] == [True, True]  # revoked keys are still listed
+
+
+async def test_duplicate_key_is_refused(store: GenerationStore) -> None:
+    await store.create_key(ApiKey(id="key_a", name="a", secret_hash="s1", created_at=1.0))
+    with pytest.raises(Exception):  # noqa: B017 - each backend raises its own driver error
+        await store.create_key(ApiKey(id="key_b", name="b", secret_hash="s1", created_at=2.0))
+    with pytest.raises(Exception):  # noqa: B017
+        await store.create_key(ApiKey(id="key_a", name="c", secret_hash="s2", created_at=3.0))
+    assert [k.id for k in await store.list_keys()] == ["key_a"]
+
+
+# --- generation records --------------------------------------------------------------------------------
+
+
+async def test_generation_round_trips_every_field(store: GenerationStore) -> None:
+    minimal = gen()
+    await store.create_generation(minimal)
+    assert await store.get_generation(minimal.id) == minimal  # all the None / default values
+
+    full = GenerationRecord(
+        id="gen_full",
+        key_id="key_z",
+        model="openai/gpt-4o",
+        door="responses",
+        created_at=1712345678.123456,
+        status="in_progress",
+        idempotency_key="idem-é-1",
+        request_hash="ab" * 32,
+        provider="openai",
+        served_model="gpt-4o-2024-08-06",
+        attempts=2,
+        finish_reason=None,
+        usage=Usage(prompt_tokens=11, completion_tokens=7, total_tokens=18, reasoning_tokens=3, cached_tokens=4),
+        usage_estimated=True,
+        cost=0.000123456789,
+        output_text='héllo "world"\n\t🌊',
+        error=None,
+        ttft_ms=12.5,
+        duration_ms=None,
+        owner="host-a:8080",
+    )
+    await store.create_generation(full)
+    assert await store.get_generation("gen_full") == full
+
+    changed = dataclasses.replace(
+        full,
+        key_id="key_y",
+        model="m2",
+        door="native",
+        created_at=1712345679.5,
+        status="failed",
+        idempotency_key=None,
+        request_hash=None,
+        provider="anthropic",
+        served_model="claude",
+        attempts=3,
+        finish_reason="error",
+        usage=Usage(prompt_tokens=1, completion_tokens=2, total_tokens=3),
+        usage_estimated=False,
+        cost=1.5,
+        output_text="partial",
+        error={"code": "upstream_error", "message": "boom", "status": 502, "nested": {"a": [1, 2.5, None]}},
+        ttft_ms=None,
+        duration_ms=987.25,
+        owner="host-b:9090",
+    )
+    await store.update_generation(changed)
+    assert await store.get_generation("gen_full") == changed
+    assert await store.get_generation(minimal.id) == minimal  # the other record is untouched
+    assert await store.get_generation("gen_missing") is None
+
+    ghost = gen()
+    await store.update_generation(ghost)  # updating an unknown id creates nothing
+    assert await store.get_generation(ghost.id) is None
+
+
+# --- begin_generation ---------------------------------------------------------------------------------
+
+
+async def test_begin_generation_outcomes(store: GenerationStore) -> None:
+    first = gen(idem="k1")
+    r = await store.begin_generation(first)
+    assert r.outcome == "created" and r.record == first
+    assert await store.get_generation(first.id) == first  # durable
+    assert await store.find_idempotent("key_a", "k1") == first
+
+    again = gen(idem="k1")
+    r = await store.begin_generation(again)
+    assert (r.outcome, r.record.id) == ("in_progress", first.id)
+    assert await store.get_generation(again.id) is None  # nothing new was created
+
+    other_body = gen(idem="k1", request_hash="hash-2")
+    r = await store.begin_generation(other_body)
+    assert (r.outcome, r.record.id) == ("mismatch", first.id)
+    assert await store.get_generation(other_body.id) is None
+
+    done = dataclasses.replace(first, status="completed", finish_reason="stop", output_text="hi")
+    await store.update_generation(done)
+    r = await store.begin_generation(gen(idem="k1"))
+    assert (r.outcome, r.record) == ("completed", done)
+    r = await store.begin_generation(gen(idem="k1", request_hash="hash-2"))
+    assert (r.outcome, r.record.id) == ("mismatch", first.id)
+
+    # the key is scoped to the API key
+    elsewhere = gen(idem="k1", key_id="key_b")
+    assert (await store.begin_generation(elsewhere)).outcome == "created"
+    assert await store.find_idempotent("key_b", "k1") == elsewhere
+    assert await store.find_idempotent("key_a", "k1") == done
+    assert await store.find_idempotent("key_a", "nope") is None
+
+    # without a key every request is a new generation
+    plain1, plain2 = gen(), gen()
+    assert (await store.begin_generation(plain1)).outcome == "created"
+    assert (await store.begin_generation(plain2)).outcome == "created"
+    assert await store.get_generation(plain1.id) == plain1 and await store.get_generation(plain2.id) == plain2
+
+
+@pytest.mark.parametrize("ended", ["failed", "cancelled", "interrupted"])
+async def test_begin_after_an_ended_generation_creates_and_repoints(store: GenerationStore, ended: str) -> None:
+    first = gen(idem="retry")
+    assert (await store.begin_generation(first)).outcome == "created"
+    await store.update_generation(dataclasses.replace(first, status=ended, finish_reason="error"))
+
+    # a different body still conflicts with the key, whatever the earlier generation's end
+    r = await store.begin_generation(gen(idem="retry", request_hash="hash-other"))
+    assert (r.outcome, r.record.id) == ("mismatch", first.id)
+
+    second = gen(idem="retry")
+    r = await store.begin_generation(second)
+    assert r.outcome == "created" and r.record == second
+    assert await store.find_idempotent("key_a", "retry") == second  # the key now points at the new one
+    old = await store.get_generation(first.id)
+    assert old is not None and old.status == ended  # the ledger keeps the earlier attempt
+    r = await store.begin_generation(gen(idem="retry"))
+    assert (r.outcome, r.record.id) == ("in_progress", second.id)
+
+
+async def test_concurrent_begin_creates_exactly_one(open_another: OpenStore) -> None:
+    # two store instances on the same database stand for two gateway processes
+    stores = [await open_another(), await open_another()]
+    records = [gen(idem="race") for _ in range(24)]
+    results = await asyncio.gather(*(stores[i % 2].begin_generation(r) for i, r in enumerate(records)))
+    created = [r for r in results if r.outcome == "created"]
+    assert len(created) == 1
+    winner = created[0].record.id
+    assert all(r.outcome == "in_progress" and r.record.id == winner for r in results if r.outcome != "created")
+    found = [await stores[0].get_generation(r.id) for r in records]
+    assert [f.id for f in found if f is not None] == [winner]
+    assert (await stores[1].find_idempotent("key_a", "race")) == created[0].record
+
+
+# --- event logs ---------------------------------------------------------------------------------------
+
+
+async def test_logs_append_and_read_after_seq(store: GenerationStore) -> None:
+    g, h = gen(idem="logs"), gen()
+    await store.begin_generation(g)
+    await store.begin_generation(h)
+    frames = [b"id: %d\ndata: {}\n\n" % i for i in range(6)]
+    binary = b"\x00\xff\xfe\n\r\x80 not utf-8"
+    await store.append_log(g.id, [(LOG_FRAME, i, frames[i]) for i in range(3)] + [(LOG_EVENT, 0, binary)])
+    await store.append_log(g.id, [(LOG_FRAME, i, frames[i]) for i in range(3, 6)] + [(LOG_EVENT, 1, binary)])
+    await store.append_log(g.id, [])
+    await store.append_log(h.id, [(LOG_FRAME, 0, b"other")])
+
+    assert await store.read_log(g.id, LOG_FRAME) == list(enumerate(frames))
+    assert await store.read_log(g.id, LOG_FRAME, -1) == list(enumerate(frames))
+    assert await store.read_log(g.id, LOG_FRAME, 2) == [(i, frames[i]) for i in range(3, 6)]
+    assert await store.read_log(g.id, LOG_FRAME, 5) == []
+    assert await store.read_log(g.id, LOG_EVENT) == [(0, binary), (1, binary)]  # equal data, two entries
+    assert await store.read_log(g.id, LOG_JSON) == []
+    assert await store.read_log(h.id, LOG_FRAME) == [(0, b"other")]
+    assert await store.read_log("gen_missing", LOG_FRAME) == []
+
+    await store.append_log(g.id, [(LOG_JSON, 0, b'{"a":1}')])
+    await store.append_log(g.id, [(LOG_JSON, 0, b'{"a":2}')])  # the same seq again replaces it
+    assert await store.read_log(g.id, LOG_JSON) == [(0, b'{"a":2}')]
+
+
+# --- crash recovery and retention ---------------------------------------------------------------------
+
+
+async def test_mark_interrupted_touches_only_that_owners_running_records(store: GenerationStore) -> None:
+    mine_running = gen(owner="me:1", idem="m1")
+    mine_plain = gen(owner="me:1")
+    mine_done = gen(owner="me:1")
+    mine_finished_later = gen(owner="me:1")
+    theirs = gen(owner="them:2")
+    await store.begin_generation(mine_running)
+    await store.create_generation(mine_plain)
+    await store.create_generation(dataclasses.replace(mine_done, status="completed", finish_reason="stop"))
+    await store.create_generation(mine_finished_later)
+    await store.update_generation(dataclasses.replace(mine_finished_later, status="cancelled"))
+    await store.begin_generation(theirs)
+
+    assert await store.mark_interrupted("me:1") == 2
+    for rec in (mine_running, mine_plain):
+        got = await store.get_generation(rec.id)
+        assert got is not None
+        assert (got.status, got.finish_reason) == ("interrupted", "error")
+        assert got.error is not None and got.error["code"] == "interrupted"
+        assert dataclasses.replace(got, status="in_progress", finish_reason=None, error=None) == rec
+    for rec, status in ((mine_done, "completed"), (mine_finished_later, "cancelled")):
+        untouched = await store.get_generation(rec.id)
+        assert untouched is not None and untouched.status == status
+    assert await store.get_generation(theirs.id) == theirs
+    assert await store.mark_interrupted("me:1") == 0
+    assert await store.mark_interrupted("nobody:0") == 0
+    # an interrupted generation's key can be used again
+    assert (await store.begin_generation(gen(owner="me:1", idem="m1"))).outcome == "created"
+
+
+async def test_prune_forgets_old_keys_and_logs_but_keeps_records(store: GenerationStore) -> None:
+    now = time.time()
+    old_done = gen(idem="old-done", created_at=now - 100 * 3600)
+    old_running = gen(idem="old-running", created_at=now - 100 * 3600)
+    old_plain = gen(created_at=now - 50 * 3600)
+    fresh = gen(idem="fresh", created_at=now - 60)
+    for rec in (old_done, old_running, old_plain, fresh):
+        await store.begin_generation(rec)
+        await store.append_log(rec.id, [(LOG_FRAME, 0, b"f0"), (LOG_EVENT, 0, b"e0")])
+    await store.update_generation(dataclasses.replace(old_done, status="completed"))
+    await store.update_generation(dataclasses.replace(old_plain, status="failed"))
+
+    assert await store.prune(now - 24 * 3600) == 2  # the two old idempotency keys
+    assert await store.find_idempotent("key_a", "old-done") is None
+    assert await store.find_idempotent("key_a", "old-running") is None
+    assert await store.find_idempotent("key_a", "fresh") == fresh
+    for rec in (old_done, old_running, old_plain, fresh):  # the ledger stays
+        assert await store.get_generation(rec.id) is not None
+    for rec in (old_done, old_plain):
+        assert await store.read_log(rec.id, LOG_FRAME) == [] and await store.read_log(rec.id, LOG_EVENT) == []
+    for rec in (old_running, fresh):  # a running generation's log is never pruned
+        assert await store.read_log(rec.id, LOG_FRAME) == [(0, b"f0")]
+        assert await store.read_log(rec.id, LOG_EVENT) == [(0, b"e0")]
+    assert await store.prune(now - 24 * 3600) == 0
+
+    # a forgotten key starts a new generation; the fresh one is still answered from the store
+    assert (await store.begin_generation(gen(idem="old-done"))).outcome == "created"
+    r = await store.begin_generation(gen(idem="fresh"))
+    assert (r.outcome, r.record.id) == ("in_progress", fresh.id)
