@@ -5,9 +5,14 @@ from __future__ import annotations
 from ..config import Config, ModelConfig, ProviderConfig, Route
 from ..errors import InvalidRequest, ModelNotFound, NoProviderAvailable
 from ..providers.base import ChatProvider
+from ..providers.embeddings import EmbeddingProvider, build_embedding_provider
 
 
 def build_provider(config: ProviderConfig) -> ChatProvider:
+    if config.kind == "local":
+        from ..providers.local import LocalProvider
+
+        return LocalProvider(config)
     if config.kind == "openai":
         from ..providers.openai import build_openai_provider
 
@@ -24,10 +29,6 @@ def build_provider(config: ProviderConfig) -> ChatProvider:
         from ..providers.vertex import vertex_provider
 
         return vertex_provider(config)
-    if config.kind == "local":
-        from ..providers.local import LocalProvider
-
-        return LocalProvider(config)
     raise NoProviderAvailable(f"provider kind {config.kind!r} is not available in this build")
 
 
@@ -35,6 +36,8 @@ class Router:
     def __init__(self, config: Config) -> None:
         self.config = config
         self._providers: dict[str, ChatProvider] = {}
+        self._embedding_providers: dict[str, EmbeddingProvider] = {}
+        self._image_providers: dict[str, ChatProvider] = {}
 
     def provider(self, name: str) -> ChatProvider:
         p = self._providers.get(name)
@@ -56,11 +59,39 @@ class Router:
         return m
 
     def routes(self, model: ModelConfig) -> list[tuple[ChatProvider, Route]]:
+        if model.type == "image":  # image upstreams have their own registry (same relay)
+            return self.image_routes(model)
         out: list[tuple[ChatProvider, Route]] = []
         for route in model.routes:
             out.append((self.provider(route.provider), route))
         return out
 
+    def embedding_provider(self, name: str) -> EmbeddingProvider:
+        p = self._embedding_providers.get(name)
+        if p is None:
+            p = build_embedding_provider(self.config.providers[name], self.config.server.connect_timeout_s)
+            self._embedding_providers[name] = p
+        return p
+
+    def embedding_routes(self, model: ModelConfig) -> list[tuple[EmbeddingProvider, Route]]:
+        return [(self.embedding_provider(r.provider), r) for r in model.routes]
+
+    def image_provider(self, name: str) -> ChatProvider:
+        p = self._image_providers.get(name)
+        if p is None:
+            from ..providers.images import build_image_provider
+
+            p = build_image_provider(self.config.providers[name], self.config.server.connect_timeout_s)
+            self._image_providers[name] = p
+        return p
+
+    def image_routes(self, model: ModelConfig) -> list[tuple[ChatProvider, Route]]:
+        return [(self.image_provider(r.provider), r) for r in model.routes]
+
     async def aclose(self) -> None:
         for p in self._providers.values():
             await p.aclose()
+        for e in self._embedding_providers.values():
+            await e.aclose()
+        for i in self._image_providers.values():
+            await i.aclose()

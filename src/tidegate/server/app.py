@@ -18,6 +18,8 @@ from ..ids import new_ulid
 from ..keys import Authenticator
 from ..store.base import ApiKey, GenerationStore, open_store
 from . import chat, generations, models, ops, replay
+from . import embeddings as embeddings_door
+from . import images as images_door
 from . import native as native_door
 from . import responses as responses_door
 from .http import Message, Receive, Request, Scope, Send
@@ -34,6 +36,9 @@ _ROUTES: list[tuple[str, re.Pattern[str], KeyedHandler]] = [
     ("POST", re.compile(r"^/v1/responses$"), responses_door.responses),
     ("POST", re.compile(r"^/api/v1/llm/responses$"), native_door.native_responses),
     ("POST", re.compile(r"^/api/v1/llm/responses/replay$"), replay.replay),
+    ("POST", re.compile(r"^/v1/embeddings$"), embeddings_door.embeddings),
+    ("POST", re.compile(r"^/v1/images/generations$"), images_door.openai_images),
+    ("POST", re.compile(r"^/api/v1/images/generations$"), images_door.native_images),
     ("GET", re.compile(r"^/api/v1/generations/(?P<id>[0-9A-Za-z]{1,64})$"), generations.get_generation),
     (
         "POST",

@@ -1,0 +1,126 @@
+"""Embeddings through the routes: fallback, the deadline and cancellation for one-shot calls.
+
+An embedding answer is written in one piece, so every route failure happens before the response
+starts and moves to the next route (CONTRACT §4): upstream 401/403/429/5xx, connect errors, no answer
+within the provider's `upstream_idle_timeout_s`, and also "this route cannot serve the request as
+asked" (token arrays, `dimensions`), since another route may. When every route failed the error is
+the CONTRACT §4 one; when a route refused the request itself, that route's 400 message wins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..config import Route
+from ..errors import (
+    InvalidRequest,
+    NoProviderAvailable,
+    ProviderFailure,
+    RateLimited,
+    TidegateError,
+    UpstreamError,
+    UpstreamTimeout,
+)
+from ..providers.embeddings import EmbeddingInputs, EmbeddingProvider, EmbeddingResult
+from .relay import GenerationCancelled, RouteFailure
+from .usage import count_tokens
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingOutcome:
+    result: EmbeddingResult
+    provider: str
+    served_model: str
+    attempts: int
+    prompt_tokens: int
+    estimated: bool
+
+
+def estimate_tokens(inputs: EmbeddingInputs) -> int:
+    """o200k estimate (token arrays count themselves)."""
+    if inputs.tokens is not None:
+        return sum(len(t) for t in inputs.tokens)
+    return sum(count_tokens(t) for t in inputs.texts or [])
+
+
+def final_error(failures: list[RouteFailure]) -> TidegateError:
+    if not failures:
+        return NoProviderAvailable("no route is configured for this model")
+    refused = [f for f in failures if f.code == "invalid_request"]
+    if refused:
+        return InvalidRequest(refused[0].message)
+    tried = ", ".join(f"{f.provider} ({f.code}{' ' + str(f.status) if f.status else ''})" for f in failures)
+    if all(f.code == "upstream_timeout" for f in failures):
+        return UpstreamTimeout(f"every route timed out: {tried}")
+    if all(f.status == 429 for f in failures):
+        waits = [f.retry_after for f in failures if f.retry_after is not None]
+        return RateLimited(
+            f"every route is rate limited: {tried}; retry later", retry_after=min(waits) if waits else 1.0
+        )
+    if all(f.code == "connect_error" for f in failures):
+        return NoProviderAvailable(f"no provider could be reached: {tried}")
+    return UpstreamError(f"every route failed: {tried}")
+
+
+class EmbeddingRelay:
+    def __init__(
+        self,
+        routes: list[tuple[EmbeddingProvider, Route]],
+        timeout_for: Callable[[str], float],
+        cancel: asyncio.Event,
+    ) -> None:
+        self.routes = routes
+        self.timeout_for = timeout_for
+        self.cancel = cancel
+        self.attempts = 0
+        self.failures: list[RouteFailure] = []
+        self.provider: str | None = None
+        self.served_model: str | None = None
+
+    async def run(self, inputs: EmbeddingInputs, dimensions: int | None) -> EmbeddingOutcome:
+        for provider, route in self.routes:
+            self.attempts += 1
+            result = await self._try(provider, route, inputs, dimensions)
+            if result is None:
+                continue
+            self.provider, self.served_model = provider.name, route.model
+            tokens = result.prompt_tokens
+            estimated = tokens is None
+            if tokens is None:
+                tokens = await asyncio.to_thread(estimate_tokens, inputs)
+            return EmbeddingOutcome(result, provider.name, route.model, self.attempts, tokens, estimated)
+        raise final_error(self.failures)
+
+    async def _try(
+        self, provider: EmbeddingProvider, route: Route, inputs: EmbeddingInputs, dimensions: int | None
+    ) -> EmbeddingResult | None:
+        timeout = self.timeout_for(provider.name)
+        task = asyncio.ensure_future(provider.embed(inputs, route.model, dimensions))
+        cancel_wait = asyncio.ensure_future(self.cancel.wait())
+        try:
+            await asyncio.wait({task, cancel_wait}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if self.cancel.is_set():
+                raise GenerationCancelled("the generation was cancelled")
+            if not task.done():
+                self.failures.append(
+                    RouteFailure(provider.name, "upstream_timeout", f"no answer from the upstream for {timeout:g} s")
+                )
+                return None
+            try:
+                return task.result()
+            except ProviderFailure as exc:
+                self.failures.append(RouteFailure(provider.name, exc.code, exc.message, exc.status, exc.retry_after))
+                if not exc.retriable and exc.code != "invalid_request":
+                    raise UpstreamError(f"{provider.name}: {exc.message}") from None
+                return None
+            except Exception as exc:  # a provider bug must not take the door down
+                self.failures.append(
+                    RouteFailure(provider.name, "upstream_error", f"{type(exc).__name__} from provider")
+                )
+                return None
+        finally:
+            cancel_wait.cancel()
+            if not task.done():
+                task.cancel()

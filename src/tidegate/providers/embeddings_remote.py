@@ -1,0 +1,398 @@
+"""HTTP embedding providers: `openai` (passthrough), `bedrock` (Titan / Cohere via InvokeModel, SigV4)
+and `vertex` (`:predict` for Google text-embedding models).
+
+Request building and response parsing are pure functions; `_EmbeddingHttp` does the I/O (one aiohttp
+session per provider). Upstream error bodies are reduced to their message text, capped; headers and
+keys are never echoed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+import orjson
+from yarl import URL
+
+from ..config import ProviderConfig
+from ..errors import NoProviderAvailable, ProviderFailure
+from .embeddings import EmbeddingInputs, EmbeddingProvider, EmbeddingResult, unsupported
+from .transport import MAX_ERROR_BODY, default_failure
+
+MAX_RESPONSE_BODY = 256 * 1024 * 1024
+TITAN_V2_DIMENSIONS = (256, 512, 1024)
+COHERE_BATCH = 96
+VERTEX_BATCH = 250
+TITAN_CONCURRENCY = 8
+
+
+def upstream_message(body: bytes) -> str:
+    """The upstream's own error text (OpenAI, AWS, Google envelopes), capped; never raw bytes."""
+    try:
+        data: Any = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return "no readable error message"
+    if isinstance(data, list) and data:
+        data = data[0]
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("Message")
+            if isinstance(msg, str):
+                return msg[:300]
+        if isinstance(err, str):
+            return err[:300]
+        msg = data.get("message") or data.get("Message")
+        if isinstance(msg, str):
+            return msg[:300]
+    return "no readable error message"
+
+
+def map_embedding_error(provider: str, status: int, headers: dict[str, str], body: bytes) -> ProviderFailure:
+    message = f"{provider}: upstream answered {status}: {upstream_message(body)}"
+    if status in (400, 413, 422):
+        return ProviderFailure("invalid_request", message, status=400, retriable=False)
+    return default_failure(status, headers, message)
+
+
+class _EmbeddingHttp:
+    def __init__(self, name: str, connect_timeout_s: float) -> None:
+        self.name = name
+        self._connect_timeout = connect_timeout_s
+        self._session: aiohttp.ClientSession | None = None
+
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout),
+                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+                skip_auto_headers=("User-Agent",),
+            )
+        return self._session
+
+    async def post(self, url: str, headers: dict[str, str], body: bytes) -> tuple[dict[str, str], bytes]:
+        """POST; returns (lower-cased headers, body) of a 2xx answer, else raises `ProviderFailure`."""
+        try:
+            async with self.session().post(URL(url, encoded=True), headers=headers, data=body) as response:
+                resp_headers = {k.lower(): v for k, v in response.headers.items()}
+                limit = MAX_ERROR_BODY if response.status >= 300 else MAX_RESPONSE_BODY
+                data = await response.content.read(limit + 1)
+        except (aiohttp.ClientError, OSError, asyncio.IncompleteReadError) as exc:
+            raise ProviderFailure(
+                "connect_error", f"{self.name}: could not reach the upstream ({type(exc).__name__})"
+            ) from None
+        if response.status >= 300:
+            raise map_embedding_error(self.name, response.status, resp_headers, data[:MAX_ERROR_BODY])
+        if len(data) > MAX_RESPONSE_BODY:
+            raise ProviderFailure(
+                "upstream_error", f"{self.name}: the upstream answer exceeds {MAX_RESPONSE_BODY} bytes"
+            )
+        return resp_headers, data
+
+    async def aclose(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+def _json(provider: str, data: bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise ProviderFailure("upstream_error", f"{provider}: the upstream answered with invalid JSON") from None
+
+
+def _vector(provider: str, value: Any) -> list[float]:
+    if not isinstance(value, list) or not all(isinstance(x, (int, float)) for x in value):
+        raise ProviderFailure("upstream_error", f"{provider}: the upstream answer has no embedding vector")
+    return [float(x) for x in value]
+
+
+def _env_secret(name: str | None) -> str | None:
+    return os.environ.get(name) if name else None
+
+
+# --- openai ---------------------------------------------------------------------------------------
+
+
+def parse_openai_embeddings(provider: str, data: bytes, inputs: EmbeddingInputs) -> EmbeddingResult:
+    body = _json(provider, data)
+    items = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(items, list) or len(items) != inputs.count:
+        raise ProviderFailure("upstream_error", f"{provider}: the upstream answer does not carry one vector per input")
+    usage = body.get("usage")
+    prompt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    if isinstance(prompt, int) and not isinstance(prompt, bool):
+        return EmbeddingResult(vectors=[], prompt_tokens=prompt, passthrough=data)
+    return EmbeddingResult(vectors=[], prompt_tokens=None, passthrough=data)
+
+
+class OpenAIEmbeddingProvider:
+    """`kind = "openai"`: POST `{base_url}/embeddings` with the client's body (model replaced); the
+    upstream's JSON answer goes back to the client untouched."""
+
+    kind = "openai"
+
+    def __init__(self, config: ProviderConfig, connect_timeout_s: float) -> None:
+        self.name = config.name
+        self._config = config
+        self._http = _EmbeddingHttp(config.name, connect_timeout_s)
+
+    async def embed(self, inputs: EmbeddingInputs, served_model: str, dimensions: int | None) -> EmbeddingResult:
+        body = dict(inputs.raw_body)
+        body["model"] = served_model
+        headers = {"content-type": "application/json", "accept": "application/json", **self._config.headers}
+        key = _env_secret(self._config.api_key_env)
+        if key:
+            headers["authorization"] = f"Bearer {key}"
+        url = f"{self._config.base_url}/embeddings"
+        _, data = await self._http.post(url, headers, orjson.dumps(body))
+        return parse_openai_embeddings(self.name, data, inputs)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+# --- bedrock --------------------------------------------------------------------------------------
+
+
+def bedrock_family(model: str) -> str:
+    if "amazon.titan-embed" in model:
+        return "titan"
+    if "cohere.embed" in model:
+        return "cohere"
+    raise unsupported(
+        f"'model': {model!r} is not a Bedrock embedding model tidegate speaks (amazon.titan-embed-*, cohere.embed-*)"
+    )
+
+
+def titan_body(model: str, text: str, dimensions: int | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"inputText": text}
+    if dimensions is not None:
+        if "titan-embed-text-v2" not in model:
+            raise unsupported(f"'dimensions' is not supported by {model} (only Titan Text Embeddings V2 takes it)")
+        if dimensions not in TITAN_V2_DIMENSIONS:
+            raise unsupported(f"'dimensions' must be one of 256, 512, 1024 for {model}, got {dimensions}")
+        body["dimensions"] = dimensions
+    return body
+
+
+def cohere_body(texts: list[str]) -> dict[str, Any]:
+    return {"texts": texts, "input_type": "search_document", "truncate": "NONE"}
+
+
+def parse_titan(provider: str, data: bytes) -> tuple[list[float], int | None]:
+    body = _json(provider, data)
+    if not isinstance(body, dict):
+        raise ProviderFailure("upstream_error", f"{provider}: unexpected Titan answer")
+    count = body.get("inputTextTokenCount")
+    return _vector(provider, body.get("embedding")), count if isinstance(count, int) else None
+
+
+def parse_cohere(provider: str, data: bytes, expected: int) -> list[list[float]]:
+    body = _json(provider, data)
+    emb = body.get("embeddings") if isinstance(body, dict) else None
+    if isinstance(emb, dict):  # response_type "embeddings_by_type"
+        emb = emb.get("float")
+    if not isinstance(emb, list) or len(emb) != expected:
+        raise ProviderFailure("upstream_error", f"{provider}: the Cohere answer does not carry one vector per text")
+    return [_vector(provider, v) for v in emb]
+
+
+class BedrockEmbeddingProvider:
+    """`kind = "bedrock"`: `POST {endpoint}/model/{id}/invoke`, SigV4-signed with signing name `bedrock`."""
+
+    kind = "bedrock"
+
+    def __init__(self, config: ProviderConfig, connect_timeout_s: float) -> None:
+        self.name = config.name
+        self._config = config
+        self._region = config.region or "us-east-1"
+        self._endpoint = config.endpoint_url or f"https://bedrock-runtime.{self._region}.amazonaws.com"
+        self._http = _EmbeddingHttp(config.name, connect_timeout_s)
+        self._credentials: Any = None
+
+    async def _creds(self) -> Any:
+        if self._credentials is None:
+            import botocore.session
+
+            # The standard chain may touch the network (instance metadata): never on the loop.
+            creds = await asyncio.to_thread(lambda: botocore.session.Session().get_credentials())
+            if creds is None:
+                raise ProviderFailure("upstream_error", f"{self.name}: no AWS credentials found in the standard chain")
+            self._credentials = creds
+        return self._credentials
+
+    async def _invoke(self, model: str, payload: dict[str, Any]) -> tuple[dict[str, str], bytes]:
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+
+        url = f"{self._endpoint}/model/{quote(model, safe=':')}/invoke"
+        body = orjson.dumps(payload)
+        creds = await self._creds()
+        request = AWSRequest(
+            method="POST",
+            url=url,
+            data=body,
+            headers={"content-type": "application/json", "accept": "application/json"},
+        )
+        SigV4Auth(creds.get_frozen_credentials(), "bedrock", self._region).add_auth(request)
+        return await self._http.post(url, dict(request.headers.items()), body)
+
+    async def embed(self, inputs: EmbeddingInputs, served_model: str, dimensions: int | None) -> EmbeddingResult:
+        family = bedrock_family(served_model)
+        if inputs.texts is None:
+            raise unsupported(f"'input': token arrays are not supported by {served_model}; send strings")
+        texts = inputs.texts
+        if family == "titan":
+            bodies = [titan_body(served_model, t, dimensions) for t in texts]
+            sem = asyncio.Semaphore(TITAN_CONCURRENCY)
+
+            async def one(payload: dict[str, Any]) -> tuple[list[float], int | None]:
+                async with sem:
+                    _, data = await self._invoke(served_model, payload)
+                return parse_titan(self.name, data)
+
+            results = await asyncio.gather(*(one(b) for b in bodies))
+            vectors = [v for v, _ in results]
+            counted = [c for _, c in results]
+            if all(c is not None for c in counted):
+                return EmbeddingResult(vectors, sum(c or 0 for c in counted))
+            return EmbeddingResult(vectors, None)
+        if dimensions is not None:
+            raise unsupported(f"'dimensions' is not supported by {served_model}")
+        vectors = []
+        tokens: int | None = 0
+        for start in range(0, len(texts), COHERE_BATCH):
+            batch = texts[start : start + COHERE_BATCH]
+            headers, data = await self._invoke(served_model, cohere_body(batch))
+            vectors.extend(parse_cohere(self.name, data, len(batch)))
+            header_count = headers.get("x-amzn-bedrock-input-token-count", "")
+            tokens = tokens + int(header_count) if tokens is not None and header_count.isdigit() else None
+        return EmbeddingResult(vectors, tokens)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+# --- vertex ---------------------------------------------------------------------------------------
+
+
+def vertex_base(region: str) -> str:
+    if region == "global":
+        return "https://aiplatform.googleapis.com/v1"
+    if region in ("us", "eu"):
+        return f"https://aiplatform.{region}.rep.googleapis.com/v1"
+    return f"https://{region}-aiplatform.googleapis.com/v1"
+
+
+def vertex_predict_body(texts: list[str], dimensions: int | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"instances": [{"content": t} for t in texts]}
+    if dimensions is not None:
+        body["parameters"] = {"outputDimensionality": dimensions}
+    return body
+
+
+def parse_vertex(provider: str, data: bytes, expected: int) -> tuple[list[list[float]], int | None]:
+    body = _json(provider, data)
+    preds = body.get("predictions") if isinstance(body, dict) else None
+    if not isinstance(preds, list) or len(preds) != expected:
+        raise ProviderFailure(
+            "upstream_error", f"{provider}: the Vertex answer does not carry one prediction per input"
+        )
+    vectors: list[list[float]] = []
+    tokens: int | None = 0
+    for p in preds:
+        emb = p.get("embeddings") if isinstance(p, dict) else None
+        if not isinstance(emb, dict):
+            raise ProviderFailure("upstream_error", f"{provider}: a Vertex prediction has no 'embeddings'")
+        vectors.append(_vector(provider, emb.get("values")))
+        stats = emb.get("statistics")
+        count = stats.get("token_count") if isinstance(stats, dict) else None
+        tokens = tokens + int(count) if tokens is not None and isinstance(count, (int, float)) else None
+    return vectors, tokens
+
+
+class VertexEmbeddingProvider:
+    """`kind = "vertex"`: `POST {base}/projects/{p}/locations/{r}/publishers/google/models/{m}:predict`.
+
+    Auth: a static bearer token from `access_token_env`, else google-auth application default
+    credentials (refreshed off the event loop)."""
+
+    kind = "vertex"
+
+    def __init__(self, config: ProviderConfig, connect_timeout_s: float) -> None:
+        self.name = config.name
+        self._config = config
+        self._region = config.region or "us-central1"
+        self._base = config.base_url or vertex_base(self._region)
+        self._http = _EmbeddingHttp(config.name, connect_timeout_s)
+        self._adc: Any = None
+        self._adc_project: str | None = None
+
+    async def _token(self) -> str:
+        static = _env_secret(self._config.access_token_env)
+        if static:
+            return static
+
+        def refresh() -> str:
+            import google.auth
+            import google.auth.transport.requests
+
+            if self._adc is None:
+                self._adc, self._adc_project = google.auth.default(
+                    scopes=["https://www.googleapis.com/auth/cloud-platform"]
+                )
+            if not self._adc.token or self._adc.expired:
+                self._adc.refresh(google.auth.transport.requests.Request())
+            return str(self._adc.token)
+
+        try:
+            return await asyncio.to_thread(refresh)
+        except Exception as exc:
+            raise ProviderFailure(
+                "upstream_error", f"{self.name}: no Google credentials ({type(exc).__name__})"
+            ) from None
+
+    async def embed(self, inputs: EmbeddingInputs, served_model: str, dimensions: int | None) -> EmbeddingResult:
+        if inputs.texts is None:
+            raise unsupported(f"'input': token arrays are not supported by {served_model}; send strings")
+        token = await self._token()
+        project = self._config.project or self._adc_project
+        if not project:
+            raise ProviderFailure("upstream_error", f"providers.{self.name}.project is not set")
+        url = (
+            f"{self._base}/projects/{project}/locations/{self._region}/publishers/google/models/"
+            f"{quote(served_model, safe='@.-_')}:predict"
+        )
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/json",
+            **self._config.headers,
+            "authorization": f"Bearer {token}",
+        }
+        batch_size = 1 if served_model.startswith("gemini-embedding") else VERTEX_BATCH
+        vectors: list[list[float]] = []
+        tokens: int | None = 0
+        for start in range(0, len(inputs.texts), batch_size):
+            batch = inputs.texts[start : start + batch_size]
+            _, data = await self._http.post(url, headers, orjson.dumps(vertex_predict_body(batch, dimensions)))
+            vecs, count = parse_vertex(self.name, data, len(batch))
+            vectors.extend(vecs)
+            tokens = tokens + count if tokens is not None and count is not None else None
+        return EmbeddingResult(vectors, tokens)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+def build_remote_embedding_provider(config: ProviderConfig, connect_timeout_s: float) -> EmbeddingProvider:
+    if config.kind == "openai":
+        return OpenAIEmbeddingProvider(config, connect_timeout_s)
+    if config.kind == "bedrock":
+        return BedrockEmbeddingProvider(config, connect_timeout_s)
+    if config.kind == "vertex":
+        return VertexEmbeddingProvider(config, connect_timeout_s)
+    raise NoProviderAvailable(f"provider {config.name!r} (kind {config.kind!r}) serves no embeddings")

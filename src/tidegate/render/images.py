@@ -1,0 +1,165 @@
+"""Image renderers (CONTRACT §8): canonical image events → the OpenAI image stream, the OpenAI image
+JSON, and the native `/api/v1/images/generations` events. Every SSE event carries `id: <n>`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from ..events import Image, PartialImage, UsageReport
+from ..sse import encode_comment
+
+# Stream event fields the SDK requires, with the request's values as the fallback.
+_STREAM_FIELDS = ("size", "quality", "background", "output_format")
+
+
+def image_usage_json(usage: UsageReport) -> dict[str, Any]:
+    """OpenAI image usage. A generation's input is its text prompt, so input image tokens are 0."""
+    return {
+        "input_tokens": usage.prompt,
+        "input_tokens_details": {"image_tokens": 0, "text_tokens": usage.prompt},
+        "output_tokens": usage.completion,
+        "total_tokens": usage.total,
+    }
+
+
+def _frame(seq: int, event: str, payload: dict[str, Any]) -> bytes:
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, event.encode(), orjson.dumps(payload))
+
+
+class _Sequence:
+    def __init__(self, first_event_id: int) -> None:
+        self.next_id = first_event_id
+
+    def emit(self, event: str, payload: dict[str, Any]) -> bytes:
+        seq = self.next_id
+        self.next_id += 1
+        return _frame(seq, event, payload)
+
+    @staticmethod
+    def keepalive(text: str) -> bytes:
+        return encode_comment(text)
+
+
+class OpenAIImageStreamRenderer(_Sequence):
+    """`/v1/images/generations` with `stream: true`: `image_generation.partial_image` events, then one
+    `image_generation.completed` (or one `error`, never both)."""
+
+    def __init__(
+        self,
+        *,
+        created_at: int,
+        size: str,
+        quality: str,
+        background: str,
+        output_format: str,
+        first_event_id: int = 0,
+    ) -> None:
+        super().__init__(first_event_id)
+        self.created_at = created_at
+        self.settings: dict[str, Any] = {
+            "size": size,
+            "quality": quality,
+            "background": background,
+            "output_format": output_format,
+        }
+
+    def partial(self, event: PartialImage) -> bytes:
+        payload: dict[str, Any] = {
+            "type": "image_generation.partial_image",
+            "b64_json": event.b64_json,
+            "partial_image_index": event.index,
+            "created_at": self.created_at,
+            **self.settings,
+        }
+        return self.emit("image_generation.partial_image", payload)
+
+    def completed(self, image: Image, usage: UsageReport) -> bytes:
+        fields = dict(self.settings)
+        for name in _STREAM_FIELDS:
+            value = image.extra.get(name)
+            if isinstance(value, str):
+                fields[name] = value
+        created = image.extra.get("created_at")
+        payload: dict[str, Any] = {
+            "type": "image_generation.completed",
+            "b64_json": image.b64_json,
+            "created_at": created if isinstance(created, int) else self.created_at,
+            **fields,
+            "usage": image_usage_json(usage),
+        }
+        return self.emit("image_generation.completed", payload)
+
+    def error(self, code: str, message: str) -> bytes:
+        return self.emit("error", {"type": "error", "error": {"code": code, "message": message}})
+
+
+def images_json(*, created: int, images: list[Image], usage: UsageReport | None, output_format: str) -> dict[str, Any]:
+    """The OpenAI `ImagesResponse` of a non-streaming `/v1/images/generations`."""
+    data: list[dict[str, Any]] = []
+    for image in images:
+        item: dict[str, Any] = {"b64_json": image.b64_json}
+        if image.revised_prompt is not None:
+            item["revised_prompt"] = image.revised_prompt
+        data.append(item)
+    body: dict[str, Any] = {"created": created, "data": data, "output_format": output_format}
+    if images:
+        for name in ("size", "quality", "background", "output_format"):
+            value = images[0].extra.get(name)
+            if isinstance(value, str):
+                body[name] = value
+    if usage is not None:
+        body["usage"] = image_usage_json(usage)
+    return body
+
+
+class NativeImageRenderer(_Sequence):
+    """`/api/v1/images/generations`: `start`, `progress` (percent never decreasing), `partial` (only
+    when partial images were asked for), then `done` or `error`."""
+
+    def __init__(
+        self,
+        *,
+        generation_id: str,
+        model: str,
+        created_at: int,
+        partial_images: int,
+        first_event_id: int = 0,
+    ) -> None:
+        super().__init__(first_event_id)
+        self.generation_id = generation_id
+        self.model = model
+        self.created_at = created_at
+        self.partial_images = partial_images
+        self.percent = 0
+        self.progress_sent = 0
+
+    def start(self) -> bytes:
+        return self.emit("start", {"id": self.generation_id, "model": self.model, "created_at": self.created_at})
+
+    def progress(self, percent: int, stage: str) -> bytes:
+        self.percent = max(self.percent, min(100, max(0, percent)))
+        self.progress_sent += 1
+        return self.emit("progress", {"percent": self.percent, "stage": stage})
+
+    def partial(self, event: PartialImage) -> bytes:
+        if self.partial_images <= 0:
+            return b""
+        return self.emit("partial", {"index": event.index, "b64_json": event.b64_json})
+
+    def done_payload(self, images: list[Image], usage: UsageReport, provider: str | None) -> dict[str, Any]:
+        return {
+            "id": self.generation_id,
+            "data": [{"b64_json": image.b64_json} for image in images],
+            "usage": image_usage_json(usage),
+            "model": self.model,
+            "provider": provider,
+        }
+
+    def done(self, images: list[Image], usage: UsageReport, provider: str | None) -> bytes:
+        return self.emit("done", self.done_payload(images, usage, provider))
+
+    def error(self, code: str, message: str) -> bytes:
+        return self.emit("error", {"error": {"code": code, "message": message}})

@@ -1,0 +1,320 @@
+"""Image generations end to end: a real tidegate in front of an emulated OpenAI-compatible image API,
+through `/v1/images/generations` (official SDK, stream and not) and the native door."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import orjson
+import pytest
+from openai.types import ImageGenCompletedEvent, ImageGenPartialImageEvent
+
+from emulators.images_embeddings_upstream import OPENAI_KEY, ImagesEmbeddingsUpstream
+from helpers import ServerProcess, SSEResult, sqlite_url, start_server, stream_sse
+from tidegate.ids import is_ulid
+
+V1 = "/v1/images/generations"
+NATIVE = "/api/v1/images/generations"
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _image_model(name: str, *routes: str, caps: str = "") -> str:
+    table = ", ".join(f'{{ provider = "emu", model = "{r}" }}' for r in routes)
+    return f'[models."{name}"]\ntype = "image"\nroutes = [{table}]\n{caps}\n'
+
+
+def _config(workdir: Path, emu: str) -> str:
+    return (
+        f"""
+[server]
+host = "127.0.0.1"
+keepalive_s = 0.4
+[store]
+url = "{sqlite_url(workdir)}"
+[providers.local]
+kind = "local"
+[providers.emu]
+kind = "openai"
+base_url = "{emu}/v1"
+api_key_env = "EMU_OPENAI_KEY"
+[models."local/e5-small"]
+type = "embedding"
+routes = [{{ provider = "local", model = "e5-small" }}]
+"""
+        + _image_model("emu/gpt-image", "gpt-image-1")
+        + _image_model("emu/fallback", "fail-500", "gpt-image-1")
+        + _image_model("emu/all-fail", "fail-500")
+        + _image_model("emu/drop", "img-drop")
+        + _image_model("emu/error-event", "img-error-event")
+        + _image_model("emu/error-first", "img-error-first", "gpt-image-1")
+        + _image_model("emu/big-partial", "img-big-partial")
+        + _image_model("emu/slow", "img-slow", caps='capabilities = ["images"]')
+        + _image_model("emu/nousage", "img-nousage", caps='capabilities = ["images"]')
+    )
+
+
+@pytest.fixture(scope="module")
+def emu() -> Iterator[ImagesEmbeddingsUpstream]:
+    upstream = ImagesEmbeddingsUpstream().start()
+    yield upstream
+    upstream.stop()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, emu: ImagesEmbeddingsUpstream) -> Iterator[ServerProcess]:
+    workdir = tmp_path_factory.mktemp("images")
+    srv = start_server(workdir, _config(workdir, emu.url), extra_env={"EMU_OPENAI_KEY": OPENAI_KEY})
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture()
+def client(server: ServerProcess) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.base_url + "/v1", api_key=server.key, max_retries=0)
+
+
+def _is_png(b64: str) -> bool:
+    return base64.b64decode(b64).startswith(PNG)
+
+
+def _sse(server: ServerProcess, path: str, body: dict[str, Any]) -> SSEResult:
+    return stream_sse(server.base_url + path, body, server.headers)
+
+
+def _assert_ids(r: SSEResult) -> None:
+    """Every event carries `id: n`, from 0, and every frame names its event."""
+    assert [e.id for e in r.events] == [str(i) for i in range(len(r.events))]
+    for block in r.raw.split(b"\n\n")[:-1]:
+        lines = [ln for ln in block.split(b"\n") if not ln.startswith(b":")]
+        if lines:
+            assert lines[0].startswith(b"id: ") and lines[1].startswith(b"event: ") and lines[2].startswith(b"data: ")
+
+
+def _record(server: ServerProcess, gid: str) -> dict[str, Any]:
+    return httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers).json()
+
+
+# --- /v1/images/generations -----------------------------------------------------------------------
+
+
+def test_sdk_streams_typed_partial_and_completed_events(client: openai.OpenAI, emu: ImagesEmbeddingsUpstream) -> None:
+    events = list(
+        client.images.generate(
+            model="emu/gpt-image", prompt="a lighthouse at dawn", stream=True, partial_images=2, size="1024x1536"
+        )
+    )
+    assert [type(e) for e in events] == [ImageGenPartialImageEvent, ImageGenPartialImageEvent, ImageGenCompletedEvent]
+    partials = [e for e in events if isinstance(e, ImageGenPartialImageEvent)]
+    assert [p.partial_image_index for p in partials] == [0, 1]
+    assert all(_is_png(p.b64_json) and p.size == "1024x1536" and p.output_format == "png" for p in partials)
+    done = events[-1]
+    assert isinstance(done, ImageGenCompletedEvent)
+    assert _is_png(done.b64_json) and done.quality == "medium" and done.background == "opaque"
+    assert done.usage.total_tokens == 283 and done.usage.input_tokens_details.text_tokens == 11
+    sent = emu.for_path("/images/generations")[-1]
+    assert sent.body["stream"] is True and sent.body["partial_images"] == 2
+    assert sent.body["model"] == "gpt-image-1" and sent.body["size"] == "1024x1536"
+    assert sent.headers["authorization"] == f"Bearer {OPENAI_KEY}"
+
+
+def test_stream_wire_shape_and_record(server: ServerProcess) -> None:
+    r = _sse(server, V1, {"model": "emu/gpt-image", "prompt": "p", "stream": True, "partial_images": 1})
+    assert r.status == 200 and r.headers["content-type"].startswith("text/event-stream")
+    assert r.headers["x-provider"] == "emu" and r.headers["x-served-model"] == "gpt-image-1"
+    _assert_ids(r)
+    names = [e.event for e in r.events]
+    assert names == ["image_generation.partial_image", "image_generation.completed"]
+    for e in r.events:
+        assert orjson.loads(e.data)["type"] == e.event
+    rec = _record(server, r.headers["x-generation-id"])
+    assert rec["status"] == "completed" and rec["provider"] == "emu"
+    assert rec["usage"]["prompt_tokens"] == 11 and rec["usage"]["completion_tokens"] == 272
+
+
+def test_partial_images_zero_sends_only_completed(server: ServerProcess) -> None:
+    r = _sse(server, V1, {"model": "emu/gpt-image", "prompt": "p", "stream": True})
+    assert [e.event for e in r.events] == ["image_generation.completed"]
+
+
+def test_sdk_non_stream_json(client: openai.OpenAI, emu: ImagesEmbeddingsUpstream) -> None:
+    raw = client.images.with_raw_response.generate(model="emu/gpt-image", prompt="two cats", n=2, quality="high")
+    r = raw.parse()
+    assert raw.headers["x-provider"] == "emu"
+    assert r.data is not None and len(r.data) == 2 and all(_is_png(d.b64_json or "") for d in r.data)
+    assert r.usage is not None and r.usage.total_tokens == 283 and r.created > 0
+    sent = emu.for_path("/images/generations")[-1]
+    assert "stream" not in sent.body and "partial_images" not in sent.body and sent.body["n"] == 2
+
+
+def test_fallback_before_the_first_byte(client: openai.OpenAI, server: ServerProcess) -> None:
+    raw = client.images.with_raw_response.generate(model="emu/fallback", prompt="p")
+    assert raw.headers["x-provider-attempts"] == "2"
+    r = _sse(server, V1, {"model": "emu/fallback", "prompt": "p", "stream": True, "partial_images": 1})
+    assert r.headers["x-provider-attempts"] == "2"
+    assert r.events[-1].event == "image_generation.completed"
+
+
+def test_early_in_band_error_falls_back(server: ServerProcess) -> None:
+    r = _sse(server, V1, {"model": "emu/error-first", "prompt": "p", "stream": True})
+    assert r.status == 200 and r.headers["x-provider-attempts"] == "2"
+    assert r.events[-1].event == "image_generation.completed"
+
+
+@pytest.mark.parametrize("model", ["emu/drop", "emu/error-event"])
+def test_failure_after_first_byte_is_an_error_event(client: openai.OpenAI, server: ServerProcess, model: str) -> None:
+    r = _sse(server, V1, {"model": model, "prompt": "p", "stream": True, "partial_images": 1})
+    assert r.status == 200
+    _assert_ids(r)
+    assert [e.event for e in r.events] == ["image_generation.partial_image", "error"]
+    err = orjson.loads(r.events[-1].data)
+    assert err["type"] == "error" and err["error"]["code"] == "upstream_error" and err["error"]["message"]
+    assert _record(server, r.headers["x-generation-id"])["status"] == "failed"
+    with pytest.raises(openai.APIError):
+        for _ in client.images.generate(model=model, prompt="p", stream=True, partial_images=1):
+            pass
+
+
+def test_partial_over_the_cap_fails_cleanly(server: ServerProcess) -> None:
+    r = _sse(server, V1, {"model": "emu/big-partial", "prompt": "p", "stream": True, "partial_images": 2})
+    assert r.status == 200
+    assert [e.event for e in r.events] == ["image_generation.partial_image", "error"]
+    err = orjson.loads(r.events[-1].data)["error"]
+    assert err["code"] == "upstream_protocol_error" and "cap" in err["message"]
+
+
+def test_non_stream_failure_is_502_json(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.APIStatusError) as exc:
+        client.images.generate(model="emu/all-fail", prompt="p")
+    assert exc.value.status_code == 502
+    assert OPENAI_KEY not in exc.value.response.text
+
+
+# --- validation -----------------------------------------------------------------------------------
+
+BAD: list[tuple[dict[str, Any], str]] = [
+    ({"n": 0}, "'n'"),
+    ({"n": 11}, "'n'"),
+    ({"n": 2, "stream": True}, "'n'"),
+    ({"size": "999x999"}, "'size'"),
+    ({"quality": "ultra"}, "'quality'"),
+    ({"output_format": "gif"}, "'output_format'"),
+    ({"partial_images": 4}, "'partial_images'"),
+    ({"partial_images": -1}, "'partial_images'"),
+    ({"background": "green"}, "'background'"),
+    ({"prompt": "x" * 32_001}, "'prompt'"),
+    ({"prompt": None}, "'prompt'"),
+    ({"response_format": "url"}, "'response_format'"),
+    ({"model": "local/e5-small"}, "embedding model"),
+]
+
+
+@pytest.mark.parametrize("path", [V1, NATIVE])
+@pytest.mark.parametrize(("override", "needle"), BAD)
+def test_validation_400_before_any_upstream_call(
+    server: ServerProcess, emu: ImagesEmbeddingsUpstream, path: str, override: dict[str, Any], needle: str
+) -> None:
+    before = len(emu.requests)
+    body = {"model": "emu/gpt-image", "prompt": "p", **override}
+    body = {k: v for k, v in body.items() if v is not None}
+    r = httpx.post(server.base_url + path, json=body, headers=server.headers)
+    assert r.status_code == 400, r.text
+    assert needle in r.json()["error"]["message"]
+    assert len(emu.requests) == before
+
+
+# --- /api/v1/images/generations -------------------------------------------------------------------
+
+
+def _percents(r: SSEResult) -> list[int]:
+    return [orjson.loads(e.data)["percent"] for e in r.events if e.event == "progress"]
+
+
+def test_native_stream_with_partials(server: ServerProcess) -> None:
+    r = _sse(server, NATIVE, {"model": "emu/gpt-image", "prompt": "p", "partial_images": 2})  # stream by default
+    assert r.status == 200 and r.headers["content-type"].startswith("text/event-stream")
+    _assert_ids(r)
+    gid = r.headers["x-generation-id"]
+    names = [e.event for e in r.events]
+    assert names[0] == "start" and names[-1] == "done" and "error" not in names
+    start = orjson.loads(r.events[0].data)
+    assert start["id"] == gid and is_ulid(gid) and start["model"] == "emu/gpt-image" and start["created_at"] > 0
+    percents = _percents(r)
+    assert percents and percents == sorted(percents) and percents[-1] == 100 and all(0 <= p <= 100 for p in percents)
+    partials = [orjson.loads(e.data) for e in r.events if e.event == "partial"]
+    assert [p["index"] for p in partials] == [0, 1] and all(_is_png(p["b64_json"]) for p in partials)
+    assert names.index("partial") < names.index("done")
+    done = orjson.loads(r.events[-1].data)
+    assert done["id"] == gid and done["model"] == "emu/gpt-image" and done["provider"] == "emu"
+    assert len(done["data"]) == 1 and _is_png(done["data"][0]["b64_json"])
+    assert done["usage"]["total_tokens"] == 283
+    assert _record(server, gid)["status"] == "completed"
+
+
+def test_native_without_partials_sends_no_partial_frames(server: ServerProcess) -> None:
+    r = _sse(server, NATIVE, {"model": "emu/gpt-image", "prompt": "p"})
+    names = [e.event for e in r.events]
+    assert "partial" not in names and names[0] == "start" and names[-1] == "done" and "progress" in names
+
+
+def test_native_progress_while_a_non_streaming_upstream_works(
+    server: ServerProcess, emu: ImagesEmbeddingsUpstream
+) -> None:
+    r = _sse(server, NATIVE, {"model": "emu/slow", "prompt": "p", "partial_images": 2})
+    names = [e.event for e in r.events]
+    assert names[0] == "start" and names[-1] == "done"
+    assert names.count("progress") >= 3  # queued + at least one tick while waiting + completed
+    percents = _percents(r)
+    assert percents == sorted(percents) and percents[-1] == 100
+    assert "partial" not in names  # the upstream could not stream
+    sent = emu.for_path("/images/generations")[-1]
+    assert sent.body["model"] == "img-slow" and "stream" not in sent.body
+
+
+def test_native_non_stream_returns_the_done_payload(server: ServerProcess) -> None:
+    r = httpx.post(
+        server.base_url + NATIVE,
+        json={"model": "emu/nousage", "prompt": "a b c", "stream": False},
+        headers=server.headers,
+    )
+    assert r.status_code == 200 and r.headers["content-type"] == "application/json"
+    done = r.json()
+    gid = r.headers["x-generation-id"]
+    assert done["id"] == gid and done["provider"] == "emu" and _is_png(done["data"][0]["b64_json"])
+    assert done["usage"]["input_tokens"] > 0 and done["usage"]["output_tokens"] == 0
+    rec = _record(server, gid)
+    assert rec["status"] == "completed" and rec["usage_estimated"] is True
+
+
+def test_native_failure_ends_with_error_never_done(server: ServerProcess) -> None:
+    r = _sse(server, NATIVE, {"model": "emu/drop", "prompt": "p", "partial_images": 1})
+    names = [e.event for e in r.events]
+    assert names[0] == "start" and names[-1] == "error" and "done" not in names
+    err = orjson.loads(r.events[-1].data)
+    assert err["error"]["code"] == "upstream_error" and err["error"]["message"]
+    assert _record(server, r.headers["x-generation-id"])["status"] == "failed"
+
+
+def test_native_every_route_failing_is_502(server: ServerProcess) -> None:
+    r = httpx.post(server.base_url + NATIVE, json={"model": "emu/all-fail", "prompt": "p"}, headers=server.headers)
+    assert r.status_code == 502 and r.json()["error"]["code"] == "upstream_error"
+
+
+def test_idempotent_repeat_is_replayed_without_a_new_upstream_call(
+    server: ServerProcess, emu: ImagesEmbeddingsUpstream
+) -> None:
+    headers = {**server.headers, "Idempotency-Key": "img-idem-1"}
+    body = {"model": "emu/gpt-image", "prompt": "only once", "stream": False}
+    first = httpx.post(server.base_url + NATIVE, json=body, headers=headers)
+    assert first.status_code == 200
+    calls = len(emu.for_path("/images/generations"))
+    again = httpx.post(server.base_url + NATIVE, json=body, headers=headers)
+    assert again.status_code == 200 and again.headers.get("idempotent-replayed") == "true"
+    assert again.json() == first.json()
+    assert len(emu.for_path("/images/generations")) == calls
+    changed = httpx.post(server.base_url + NATIVE, json={**body, "prompt": "other"}, headers=headers)
+    assert changed.status_code == 422
