@@ -1,0 +1,189 @@
+"""What every generation door shares: idempotency, the generation's lifetime, and the two drivers.
+
+A door parses its body into a `GenerationRequest`, then hands `serve_generation` two small adapters:
+a `StreamWriter` (frames of its SSE format) and a `JsonBuilder` (its one-shot JSON answer). The
+drivers here own the order the contract demands: commit on `Committed`, keep-alives as comment lines
+(never logged: they have no id), every frame logged before it is written, the record completed before
+the terminal frame goes out, failures before the commit as JSON errors, after it as the door's ending.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..errors import TidegateError, UpstreamError, UpstreamTimeout
+from ..events import Event, Failed
+from ..gateway.generation import ExistingGeneration, Generation
+from ..gateway.relay import KEEPALIVE, Committed
+from ..request import GenerationRequest
+from ..sse import encode_comment
+from ..store.base import ApiKey
+from .disconnect import watch_disconnect
+from .http import Request
+from .idempotency import SSE_CONTENT_TYPE, answer_existing, idempotency_key, request_hash, resume_ended
+from .state import AppState
+
+
+class StreamWriter(Protocol):
+    def begin(self, committed: Committed) -> bytes:
+        """Frames written right after the headers (may be empty)."""
+        ...
+
+    def event(self, event: Event) -> bytes: ...
+
+    def keepalive_tick(self) -> bytes:
+        """Frames (with ids) to write on a keep-alive tick besides the comment; usually empty."""
+        ...
+
+    def finish(self) -> bytes | Failed:
+        """The terminal frames of a complete answer, or the failure when it cannot be complete."""
+        ...
+
+    def fail(self, failure: Failed) -> bytes: ...
+
+
+class JsonBuilder(Protocol):
+    def reset(self) -> None:
+        """A new route serves: forget what an earlier one produced."""
+        ...
+
+    def add(self, event: Event) -> None: ...
+
+    def build(self) -> bytes | Failed: ...
+
+
+@dataclass(slots=True)
+class DoorSpec:
+    door: str
+    model_type: str
+    body: Any
+    request: GenerationRequest
+    make_stream: Callable[[Generation], StreamWriter]
+    make_json: Callable[[Generation], JsonBuilder]
+    stream_headers: dict[str, str] = field(default_factory=dict)
+
+
+def provider_headers(c: Committed) -> dict[str, str]:
+    return {
+        "x-provider": c.provider,
+        "x-served-model": c.served_model,
+        "x-provider-attempts": str(c.attempts),
+    }
+
+
+def as_error(failure: Failed) -> TidegateError:
+    return UpstreamTimeout(failure.message) if failure.code == "upstream_timeout" else UpstreamError(failure.message)
+
+
+async def serve_generation(req: Request, state: AppState, key: ApiKey, spec: DoorSpec) -> None:
+    """Idempotency (CONTRACT §7), then run the generation through the stream or JSON driver."""
+    idem = idempotency_key(req)
+    rhash = request_hash(spec.door, spec.body) if idem else None
+    streaming = spec.request.stream
+    if streaming and await resume_ended(req, state, key.id, idem, rhash):
+        return
+    assert req.generation_id is not None
+    try:
+        gen = await state.gateway.start(
+            generation_id=req.generation_id,
+            door=spec.door,
+            key=key,
+            request=spec.request,
+            model_type=spec.model_type,
+            idempotency_key=idem,
+            request_hash=rhash,
+        )
+    except ExistingGeneration as existing:
+        await answer_existing(req, state, existing.result, streaming)
+        return
+    # A request without Idempotency-Key is cancelled when its client goes away (CONTRACT §7).
+    cancel_on_disconnect = gen.cancel if gen.record.idempotency_key is None else None
+    try:
+        async with watch_disconnect(req, cancel_on_disconnect):
+            if streaming:
+                await drive_stream(req, state, gen, spec.make_stream(gen), spec.stream_headers)
+            else:
+                await drive_json(req, gen, spec.make_json(gen))
+    finally:
+        state.gateway.release(gen.id)
+
+
+async def drive_stream(
+    req: Request, state: AppState, gen: Generation, writer: StreamWriter, headers: dict[str, str]
+) -> None:
+    keepalive = encode_comment(state.config.server.keepalive_text)
+
+    async def write(frames: bytes) -> None:
+        if frames:
+            gen.recorder.log_frames(frames)
+            await req.write(frames)
+
+    failure: Failed | None = None
+    try:
+        async for item in gen.items():
+            if isinstance(item, Committed):
+                await req.start(200, SSE_CONTENT_TYPE, {**provider_headers(item), **headers})
+                await write(writer.begin(item))
+                continue
+            if item is KEEPALIVE:
+                await write(writer.keepalive_tick())
+                await req.write(keepalive)
+                continue
+            event: Event = item  # type: ignore[assignment]
+            gen.recorder.observe(event)
+            if isinstance(event, Failed):
+                failure = event
+                break
+            await write(writer.event(event))
+    except TidegateError as exc:
+        if not req.started:
+            await gen.fail({"code": exc.error_code, "message": exc.message})
+            await req.respond_error(exc, {"x-provider-attempts": str(gen.relay.attempts)})
+            return
+        failure = Failed("upstream_error", exc.message, gen.relay.provider or "")
+    if failure is None:
+        final = writer.finish()
+        if not isinstance(final, Failed):
+            gen.recorder.log_frames(final)
+            await gen.complete()  # durable before the terminal event is written (CONTRACT §7)
+            await req.write(final, more=False)
+            return
+        failure = final
+    frame = writer.fail(failure)
+    gen.recorder.log_frames(frame)
+    await gen.fail(failure)
+    await req.write(frame, more=False)
+
+
+async def drive_json(req: Request, gen: Generation, builder: JsonBuilder) -> None:
+    committed: Committed | None = None
+    try:
+        async for item in gen.items():
+            if isinstance(item, Committed):
+                committed = item
+                builder.reset()
+                continue
+            if item is KEEPALIVE:
+                continue
+            event: Event = item  # type: ignore[assignment]
+            gen.recorder.observe(event)
+            if isinstance(event, Failed):
+                await gen.fail(event)
+                await req.respond_error(as_error(event), provider_headers(committed) if committed else {})
+                return
+            builder.add(event)
+    except TidegateError as exc:
+        await gen.fail({"code": exc.error_code, "message": exc.message})
+        await req.respond_error(exc, {"x-provider-attempts": str(gen.relay.attempts)})
+        return
+    body = builder.build()
+    if isinstance(body, Failed) or committed is None:
+        failure = body if isinstance(body, Failed) else Failed("upstream_error", "the upstream sent nothing")
+        await gen.fail(failure)
+        await req.respond_error(as_error(failure), provider_headers(committed) if committed else {})
+        return
+    gen.recorder.log_json(body)
+    await gen.complete()
+    await req.respond_bytes(200, body, "application/json", provider_headers(committed))
