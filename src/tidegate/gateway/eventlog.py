@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from dataclasses import asdict, fields
+from dataclasses import fields
 from typing import Any
 
 import orjson
@@ -42,7 +42,8 @@ _NAMES = {cls: name for name, cls in _TYPES.items()}
 def encode_event(event: Event) -> bytes:
     if isinstance(event, RawFrame):
         return orjson.dumps({"t": "raw", "data": base64.b64encode(event.data).decode()})
-    payload = asdict(event)
+    # slots dataclasses: a flat dict of the fields (no `asdict` deep copy on the hot path)
+    payload = {name: getattr(event, name) for name in event.__slots__}
     payload["t"] = _NAMES[type(event)]
     return orjson.dumps(payload)
 

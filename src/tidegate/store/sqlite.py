@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from . import logpack
 from .base import ApiKey, BeginResult, GenerationRecord, Usage
 
 T = TypeVar("T")
@@ -55,12 +56,13 @@ CREATE TABLE IF NOT EXISTS idempotency (
     created_at REAL NOT NULL,
     PRIMARY KEY (key_id, idem_key)
 );
-CREATE TABLE IF NOT EXISTS generation_log (
+CREATE TABLE IF NOT EXISTS generation_log_batches (
     generation_id TEXT NOT NULL,
     kind TEXT NOT NULL,
-    seq INTEGER NOT NULL,
+    first_seq INTEGER NOT NULL,
+    last_seq INTEGER NOT NULL,
     data BLOB NOT NULL,
-    PRIMARY KEY (generation_id, kind, seq)
+    PRIMARY KEY (generation_id, kind, first_seq)
 );
 """
 
@@ -305,9 +307,7 @@ class SQLiteStore:
 
     # --- idempotency and logs ---------------------------------------------------------------------
     def _get_sync(self, generation_id: str) -> GenerationRecord | None:
-        row = (
-            self._db().execute(f"SELECT {_GEN_COLUMNS} FROM generations WHERE id = ?", (generation_id,)).fetchone()
-        )
+        row = self._db().execute(f"SELECT {_GEN_COLUMNS} FROM generations WHERE id = ?", (generation_id,)).fetchone()
         return self._gen_row(row) if row else None
 
     async def begin_generation(self, record: GenerationRecord) -> BeginResult:
@@ -364,10 +364,16 @@ class SQLiteStore:
         if not entries:
             return
 
+        rows = [
+            (generation_id, kind, batch[0][0], batch[-1][0], logpack.pack(batch))
+            for kind, batch in logpack.by_kind(entries).items()
+        ]
+
         def _append() -> None:
             self._db().executemany(
-                "INSERT OR REPLACE INTO generation_log (generation_id, kind, seq, data) VALUES (?, ?, ?, ?)",
-                [(generation_id, kind, seq, data) for kind, seq, data in entries],
+                "INSERT OR REPLACE INTO generation_log_batches (generation_id, kind, first_seq, last_seq, data)"
+                " VALUES (?, ?, ?, ?, ?)",
+                rows,
             )
 
         await self._run(_append)
@@ -377,13 +383,13 @@ class SQLiteStore:
             rows = (
                 self._db()
                 .execute(
-                    "SELECT seq, data FROM generation_log WHERE generation_id = ? AND kind = ? AND seq > ?"
-                    " ORDER BY seq",
+                    "SELECT data FROM generation_log_batches WHERE generation_id = ? AND kind = ? AND last_seq > ?"
+                    " ORDER BY first_seq",
                     (generation_id, kind, after_seq),
                 )
                 .fetchall()
             )
-            return [(int(r[0]), bytes(r[1])) for r in rows]
+            return [(seq, data) for row in rows for seq, data in logpack.unpack(bytes(row[0])) if seq > after_seq]
 
         result: list[tuple[int, bytes]] = await self._run(_read)
         return result
@@ -395,7 +401,7 @@ class SQLiteStore:
             try:
                 cur = db.execute("DELETE FROM idempotency WHERE created_at < ?", (older_than,))
                 db.execute(
-                    "DELETE FROM generation_log WHERE generation_id IN"
+                    "DELETE FROM generation_log_batches WHERE generation_id IN"
                     " (SELECT id FROM generations WHERE created_at < ? AND status != 'in_progress')",
                     (older_than,),
                 )

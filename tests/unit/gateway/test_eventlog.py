@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import pytest
+
+from tidegate.events import (
+    Event,
+    Failed,
+    Finished,
+    Image,
+    PartialImage,
+    Progress,
+    RawFrame,
+    ReasoningDelta,
+    Started,
+    TextDelta,
+    ToolCallDelta,
+    UsageReport,
+)
+from tidegate.gateway.eventlog import decode_event, encode_event
+from tidegate.store import logpack
+
+EVENTS: list[Event] = [
+    Started("p", "served", "up-1"),
+    RawFrame(b'{"id":"x"}\xff'),
+    TextDelta("héllo"),
+    ReasoningDelta("think", "text", "sig==", None, 2),
+    ReasoningDelta("", "encrypted", None, "opaque", 0),
+    ToolCallDelta(1, '{"q":', "call_1", "lookup"),
+    Finished("tool_calls"),
+    UsageReport(10, 5, 2, 3, True),
+    Failed("upstream_timeout", "no data", "p", False, 0),
+    Progress(40, "generating"),
+    PartialImage(0, "aGk="),
+    Image("aGk=", "a cat", {"size": "1024x1024"}),
+]
+
+
+@pytest.mark.parametrize("event", EVENTS, ids=[type(e).__name__ for e in EVENTS])
+def test_every_event_round_trips(event: Event) -> None:
+    assert decode_event(encode_event(event)) == event
+
+
+def test_logpack_round_trip_and_grouping() -> None:
+    entries = [(0, b""), (1, b"abc"), (7, b"\x00" * 1000)]
+    assert logpack.unpack(logpack.pack(entries)) == entries
+    grouped = logpack.by_kind([("f", 0, b"a"), ("e", 0, b"b"), ("f", 1, b"c")])
+    assert grouped == {"f": [(0, b"a"), (1, b"c")], "e": [(0, b"b")]}
