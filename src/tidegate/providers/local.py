@@ -61,7 +61,9 @@ class LocalModel:
     def __init__(self, model_path: Path, n_ctx: int, n_threads: int | None) -> None:
         self.model_path = model_path
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or max(1, min(4, os.cpu_count() or 1))
+        # llama.cpp's worker threads spin while they wait for each other: more threads than free cores
+        # makes every token wait on the slowest one. Half the cores (one on a 2-core box) by default.
+        self.n_threads = n_threads or max(1, min(4, (os.cpu_count() or 2) // 2))
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-llama")
         self._llm: Any = None
         self._formatter: Any = None
