@@ -29,6 +29,8 @@ class ServerConfig:
     connect_timeout_s: float = 10.0
     max_body_bytes: int = 4 * 1024 * 1024
     workers: int = 1
+    max_partial_image_bytes: int = 8 * 1024 * 1024  # decoded bytes of one partial image from an upstream
+    max_image_bytes: int = 48 * 1024 * 1024  # decoded bytes of one final image from an upstream
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +138,10 @@ def _parse_server(raw: dict[str, Any]) -> ServerConfig:
         connect_timeout_s=_positive("server.connect_timeout_s", raw.get("connect_timeout_s", d.connect_timeout_s)),
         max_body_bytes=int(_positive("server.max_body_bytes", raw.get("max_body_bytes", d.max_body_bytes))),
         workers=int(_positive("server.workers", raw.get("workers", d.workers))),
+        max_partial_image_bytes=int(
+            _positive("server.max_partial_image_bytes", raw.get("max_partial_image_bytes", d.max_partial_image_bytes))
+        ),
+        max_image_bytes=int(_positive("server.max_image_bytes", raw.get("max_image_bytes", d.max_image_bytes))),
     )
 
 

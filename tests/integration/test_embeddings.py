@@ -3,14 +3,21 @@ every HTTP kind (OpenAI passthrough, Bedrock Titan/Cohere with SigV4, Vertex :pr
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import socket
+import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import numpy as np
 import openai
+import orjson
 import pytest
+from aiohttp import web
 
 from emulators.images_embeddings_upstream import (
     AWS_KEY_ID,
@@ -26,7 +33,78 @@ from helpers import ServerProcess, sqlite_url, start_server
 EMB = "/v1/embeddings"
 
 
-def _config(workdir: Path, emu: str) -> str:
+class SlowEmbeddings:
+    """A real aiohttp OpenAI-style `POST /v1/embeddings` upstream that holds each answer for as many
+    milliseconds as its model id says (`hold-<ms>`), watching the client connection while it waits:
+    `started` counts calls, `closed_at` says when tidegate closed the connection early."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.closed_at: float | None = None
+        self.port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def _embeddings(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        self.started += 1
+        deadline = time.monotonic() + int(body["model"].removeprefix("hold-")) / 1000
+        while time.monotonic() < deadline:
+            if request.transport is None or request.transport.is_closing():
+                self.closed_at = time.monotonic()
+                return web.Response(status=499)
+            await asyncio.sleep(0.02)
+        texts = [body["input"]] if isinstance(body["input"], str) else body["input"]
+        data = [{"object": "embedding", "index": i, "embedding": vector(t)} for i, t in enumerate(texts)]
+        payload = {
+            "object": "list",
+            "data": data,
+            "model": body["model"],
+            "usage": {"prompt_tokens": 2, "total_tokens": 2},
+        }
+        return web.Response(body=orjson.dumps(payload), content_type="application/json")
+
+    def start(self) -> SlowEmbeddings:
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        ready = threading.Event()
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            app = web.Application()
+            app.router.add_post("/v1/embeddings", self._embeddings)
+            runner = web.AppRunner(app)
+            loop.run_until_complete(runner.setup())
+            loop.run_until_complete(web.SockSite(runner, sock).start())
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(runner.cleanup())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="slow-embeddings", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+
+    def wait_started(self, count: int, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.started < count:
+            assert time.monotonic() < deadline, "the slow upstream was never called"
+            time.sleep(0.02)
+
+
+def _config(workdir: Path, emu: str, slow: str) -> str:
     return f"""
 [server]
 host = "127.0.0.1"
@@ -82,6 +160,15 @@ routes = [{{ provider = "emu-openai", model = "fail-500" }}, {{ provider = "emu-
 [models."emu/tokens"]
 type = "embedding"
 routes = [{{ provider = "local", model = "e5-small" }}, {{ provider = "emu-openai", model = "text-embedding-3-small" }}]
+[providers.slow]
+kind = "openai"
+base_url = "{slow}/v1"
+[models."slow/2s"]
+type = "embedding"
+routes = [{{ provider = "slow", model = "hold-2000" }}]
+[models."slow/forever"]
+type = "embedding"
+routes = [{{ provider = "slow", model = "hold-60000" }}]
 """
 
 
@@ -93,7 +180,16 @@ def emu() -> Iterator[ImagesEmbeddingsUpstream]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, emu: ImagesEmbeddingsUpstream) -> Iterator[ServerProcess]:
+def slow() -> Iterator[SlowEmbeddings]:
+    upstream = SlowEmbeddings().start()
+    yield upstream
+    upstream.stop()
+
+
+@pytest.fixture(scope="module")
+def server(
+    tmp_path_factory: pytest.TempPathFactory, emu: ImagesEmbeddingsUpstream, slow: SlowEmbeddings
+) -> Iterator[ServerProcess]:
     workdir = tmp_path_factory.mktemp("embeddings")
     env = {
         "EMU_OPENAI_KEY": OPENAI_KEY,
@@ -104,7 +200,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, emu: ImagesEmbeddingsUpstre
         "AWS_SHARED_CREDENTIALS_FILE": str(workdir / "no-aws-credentials"),
         "AWS_EC2_METADATA_DISABLED": "true",
     }
-    srv = start_server(workdir, _config(workdir, emu.url), extra_env=env)
+    srv = start_server(workdir, _config(workdir, emu.url, slow.url), extra_env=env)
     yield srv
     srv.stop()
 
@@ -340,3 +436,82 @@ def test_every_route_failing_is_502(server: ServerProcess) -> None:
     assert r.headers["x-provider-attempts"] == "2"
     rec = httpx.get(f"{server.base_url}/api/v1/generations/{r.headers['x-generation-id']}", headers=server.headers)
     assert rec.json()["status"] == "failed"
+
+
+# --- idempotency and cancel (CONTRACT §7) ---------------------------------------------------------
+
+
+def _idem(server: ServerProcess, key: str) -> dict[str, str]:
+    return {**server.headers, "Idempotency-Key": key}
+
+
+def test_idempotent_repeat_returns_the_stored_json_without_an_upstream_call(
+    server: ServerProcess, emu: ImagesEmbeddingsUpstream
+) -> None:
+    url = server.base_url + EMB
+    body = {"model": "emu/openai", "input": ["same key", "same body"], "encoding_format": "base64"}
+    first = httpx.post(url, json=body, headers=_idem(server, "emb-idem-1"))
+    assert first.status_code == 200 and "idempotent-replayed" not in first.headers
+    calls = len(emu.for_path("/v1/embeddings"))
+    again = httpx.post(url, json=body, headers=_idem(server, "emb-idem-1"))
+    assert again.status_code == 200 and again.headers["idempotent-replayed"] == "true"
+    assert again.content == first.content
+    assert again.headers["x-generation-id"] == first.headers["x-generation-id"]
+    assert again.headers["x-provider"] == "emu-openai" and again.headers["x-served-model"] == "text-embedding-3-small"
+    changed = httpx.post(url, json={**body, "input": ["another body"]}, headers=_idem(server, "emb-idem-1"))
+    assert changed.status_code == 422 and changed.json()["error"]["code"] == "idempotency_key_reused"
+    assert len(emu.for_path("/v1/embeddings")) == calls
+    other_key = httpx.post(url, json=body, headers=_idem(server, "emb-idem-2"))
+    assert other_key.status_code == 200 and len(emu.for_path("/v1/embeddings")) == calls + 1
+
+
+def test_idempotent_repeat_on_the_local_model(client: openai.OpenAI) -> None:
+    keyed = client.with_options(default_headers={"Idempotency-Key": "emb-local-idem"})
+    first = keyed.embeddings.with_raw_response.create(model="local/e5-small", input="hello", encoding_format="float")
+    again = keyed.embeddings.with_raw_response.create(model="local/e5-small", input="hello", encoding_format="float")
+    assert again.headers["idempotent-replayed"] == "true"
+    assert again.parse().data[0].embedding == first.parse().data[0].embedding
+    assert again.parse().usage.prompt_tokens == first.parse().usage.prompt_tokens
+
+
+def test_same_key_while_running_is_409(server: ServerProcess, slow: SlowEmbeddings) -> None:
+    url = server.base_url + EMB
+    body = {"model": "slow/2s", "input": "wait for it"}
+    headers = _idem(server, "emb-running-1")
+    before = slow.started
+    with ThreadPoolExecutor(1) as pool:
+        running: Future[httpx.Response] = pool.submit(httpx.post, url, json=body, headers=headers, timeout=30)
+        slow.wait_started(before + 1)
+        busy = httpx.post(url, json=body, headers=headers)
+        assert busy.status_code == 409 and busy.json()["error"]["code"] == "generation_in_progress"
+        assert busy.headers["retry-after"]
+        first = running.result()
+    assert first.status_code == 200
+    assert busy.headers["x-generation-id"] == first.headers["x-generation-id"]
+    again = httpx.post(url, json=body, headers=headers)
+    assert again.status_code == 200 and again.headers["idempotent-replayed"] == "true"
+    assert again.content == first.content and slow.started == before + 1
+
+
+def test_cancel_endpoint_stops_a_running_embedding(server: ServerProcess, slow: SlowEmbeddings) -> None:
+    url = server.base_url + EMB
+    body = {"model": "slow/forever", "input": "never answered"}
+    headers = _idem(server, "emb-cancel-1")  # with a key, only the cancel endpoint stops it
+    before = slow.started
+    slow.closed_at = None
+    with ThreadPoolExecutor(1) as pool:
+        running: Future[httpx.Response] = pool.submit(httpx.post, url, json=body, headers=headers, timeout=30)
+        slow.wait_started(before + 1)
+        gid = httpx.post(url, json=body, headers=headers).headers["x-generation-id"]  # the 409 names it
+        cancelled_at = time.monotonic()
+        c = httpx.post(f"{server.base_url}/api/v1/generations/{gid}/cancel", headers=server.headers)
+        assert c.status_code == 202 and c.json()["id"] == gid
+        answer = running.result()
+    assert answer.status_code == 499 and answer.json()["error"]["code"] == "cancelled"
+    assert answer.headers["x-generation-id"] == gid
+    deadline = time.monotonic() + 3
+    while slow.closed_at is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert slow.closed_at is not None and slow.closed_at - cancelled_at < 1.0
+    rec = httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers).json()
+    assert rec["status"] == "cancelled" and rec["error"]["code"] == "cancelled"

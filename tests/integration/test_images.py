@@ -14,8 +14,10 @@ import orjson
 import pytest
 from openai.types import ImageGenCompletedEvent, ImageGenPartialImageEvent
 
-from emulators.images_embeddings_upstream import OPENAI_KEY, ImagesEmbeddingsUpstream
+from emulators.images_embeddings_upstream import OPENAI_KEY, ImagesEmbeddingsUpstream, png_b64
 from helpers import ServerProcess, SSEResult, sqlite_url, start_server, stream_sse
+from tidegate.config import parse_config
+from tidegate.errors import ConfigError
 from tidegate.ids import is_ulid
 
 V1 = "/v1/images/generations"
@@ -318,3 +320,176 @@ def test_idempotent_repeat_is_replayed_without_a_new_upstream_call(
     assert len(emu.for_path("/images/generations")) == calls
     changed = httpx.post(server.base_url + NATIVE, json={**body, "prompt": "other"}, headers=headers)
     assert changed.status_code == 422
+
+
+# --- replay and resume (CONTRACT §7) --------------------------------------------------------------
+
+REPLAY = "/api/v1/llm/responses/replay"
+
+
+def _triples(r: SSEResult) -> list[tuple[str | None, str, str]]:
+    return [(e.id, e.event, e.data) for e in r.events]
+
+
+def _replay_json(server: ServerProcess, key: str) -> httpx.Response:
+    return httpx.post(server.base_url + REPLAY, headers={**server.headers, "Idempotency-Key": key})
+
+
+def _replay_sse(server: ServerProcess, key: str, last_event_id: int | None = None) -> SSEResult:
+    headers = {**server.headers, "Idempotency-Key": key, "Accept": "text/event-stream"}
+    if last_event_id is not None:
+        headers["Last-Event-ID"] = str(last_event_id)
+    return stream_sse(server.base_url + REPLAY, b"", headers)
+
+
+def test_native_stream_is_resent_identically_and_replays_its_done(
+    server: ServerProcess, emu: ImagesEmbeddingsUpstream
+) -> None:
+    key = "img-native-replay-1"
+    headers = {**server.headers, "Idempotency-Key": key}
+    body = {"model": "emu/gpt-image", "prompt": "replay me", "partial_images": 2}
+    first = stream_sse(server.base_url + NATIVE, body, headers)
+    assert first.status == 200 and first.events[-1].event == "done"
+    assert "idempotent-replayed" not in first.headers
+    calls = len(emu.for_path("/images/generations"))
+    again = stream_sse(server.base_url + NATIVE, body, headers)
+    assert again.status == 200 and again.headers["idempotent-replayed"] == "true"
+    assert _triples(again) == _triples(first)
+    assert again.headers["x-generation-id"] == first.headers["x-generation-id"]
+    resumed = stream_sse(server.base_url + NATIVE, body, {**headers, "Last-Event-ID": "2"})
+    assert _triples(resumed) == _triples(first)[3:]
+    done = orjson.loads(first.events[-1].data)
+    replayed = _replay_json(server, key)
+    assert replayed.status_code == 200 and replayed.headers["idempotent-replayed"] == "true"
+    assert replayed.json() == done
+    live = _replay_sse(server, key)
+    assert live.status == 200 and _triples(live) == _triples(first)
+    tail = _replay_sse(server, key, last_event_id=len(first.events) - 2)
+    assert _triples(tail) == _triples(first)[-1:]
+    assert len(emu.for_path("/images/generations")) == calls  # nothing above called the upstream
+
+
+def test_openai_stream_is_resent_identically_and_replays_the_native_done(
+    server: ServerProcess, emu: ImagesEmbeddingsUpstream
+) -> None:
+    key = "img-v1-replay-1"
+    headers = {**server.headers, "Idempotency-Key": key}
+    body = {"model": "emu/gpt-image", "prompt": "replay me too", "stream": True, "partial_images": 1}
+    first = stream_sse(server.base_url + V1, body, headers)
+    assert [e.event for e in first.events] == ["image_generation.partial_image", "image_generation.completed"]
+    calls = len(emu.for_path("/images/generations"))
+    again = stream_sse(server.base_url + V1, body, headers)
+    assert again.headers["idempotent-replayed"] == "true" and _triples(again) == _triples(first)
+    gid = first.headers["x-generation-id"]
+    completed = orjson.loads(first.events[-1].data)
+    expected_done = {
+        "id": gid,
+        "data": [{"b64_json": completed["b64_json"]}],
+        "usage": completed["usage"],
+        "model": "emu/gpt-image",
+        "provider": "emu",
+    }
+    replayed = _replay_json(server, key)
+    assert replayed.status_code == 200 and replayed.json() == expected_done
+    native = _replay_sse(server, key)
+    names = [e.event for e in native.events]
+    assert names[0] == "start" and names[-1] == "done" and names.count("partial") == 1
+    assert [e.id for e in native.events] == [str(i) for i in range(len(native.events))]
+    assert orjson.loads(native.events[-1].data) == expected_done
+    partial = orjson.loads(native.events[names.index("partial")].data)
+    assert partial == {"index": 0, "b64_json": orjson.loads(first.events[0].data)["b64_json"]}
+    assert len(emu.for_path("/images/generations")) == calls
+
+
+def test_openai_json_repeat_and_replay(
+    client: openai.OpenAI, server: ServerProcess, emu: ImagesEmbeddingsUpstream
+) -> None:
+    key = "img-v1-json-replay-1"
+    headers = {**server.headers, "Idempotency-Key": key}
+    body = {"model": "emu/gpt-image", "prompt": "json once", "n": 2}
+    first = httpx.post(server.base_url + V1, json=body, headers=headers)
+    assert first.status_code == 200
+    calls = len(emu.for_path("/images/generations"))
+    again = httpx.post(server.base_url + V1, json=body, headers=headers)
+    assert again.status_code == 200 and again.headers["idempotent-replayed"] == "true"
+    assert again.content == first.content
+    replayed = _replay_json(server, key).json()
+    assert replayed["id"] == first.headers["x-generation-id"] and replayed["provider"] == "emu"
+    assert [d["b64_json"] for d in replayed["data"]] == [d["b64_json"] for d in first.json()["data"]]
+    assert replayed["usage"] == first.json()["usage"]
+    assert len(emu.for_path("/images/generations")) == calls
+
+
+def test_failed_image_generation_replays_502(server: ServerProcess) -> None:
+    key = "img-failed-replay-1"
+    r = stream_sse(
+        server.base_url + NATIVE,
+        {"model": "emu/drop", "prompt": "p", "partial_images": 1},
+        {**server.headers, "Idempotency-Key": key},
+    )
+    assert r.events[-1].event == "error"
+    replayed = _replay_json(server, key)
+    assert replayed.status_code == 502
+    assert replayed.json()["status"] == "failed" and replayed.json()["error"]["code"] == "upstream_error"
+
+
+# --- configured size caps ([server] max_partial_image_bytes, max_image_bytes) ---------------------
+
+# The emulator's first partial image is a few bytes smaller than its second one and its final images:
+# a cap of exactly the first partial's size lets it through and stops the next image.
+SMALL_CAP = len(base64.b64decode(png_b64(0)))
+
+
+@pytest.fixture(scope="module")
+def capped(tmp_path_factory: pytest.TempPathFactory, emu: ImagesEmbeddingsUpstream) -> Iterator[ServerProcess]:
+    assert len(base64.b64decode(png_b64(1))) > SMALL_CAP and len(base64.b64decode(png_b64(10))) > SMALL_CAP
+    workdir = tmp_path_factory.mktemp("images-capped")
+    config = _config(workdir, emu.url).replace(
+        "keepalive_s = 0.4\n",
+        f"keepalive_s = 0.4\nmax_partial_image_bytes = {SMALL_CAP}\nmax_image_bytes = {SMALL_CAP}\n",
+    )
+    srv = start_server(workdir, config, extra_env={"EMU_OPENAI_KEY": OPENAI_KEY})
+    yield srv
+    srv.stop()
+
+
+def test_configured_partial_cap_ends_the_openai_stream_with_an_error_event(capped: ServerProcess) -> None:
+    r = _sse(capped, V1, {"model": "emu/gpt-image", "prompt": "p", "stream": True, "partial_images": 2})
+    assert r.status == 200
+    _assert_ids(r)
+    assert [e.event for e in r.events] == ["image_generation.partial_image", "error"]
+    err = orjson.loads(r.events[-1].data)
+    assert err["type"] == "error" and err["error"]["code"] == "upstream_protocol_error"
+    assert err["error"]["message"].endswith(f"over the cap of {SMALL_CAP}")
+    assert _record(capped, r.headers["x-generation-id"])["status"] == "failed"
+    sdk = openai.OpenAI(base_url=capped.base_url + "/v1", api_key=capped.key, max_retries=0)
+    with pytest.raises(openai.APIError):
+        for _ in sdk.images.generate(model="emu/gpt-image", prompt="p", stream=True, partial_images=2):
+            pass
+
+
+def test_configured_partial_cap_ends_the_native_stream_with_error(capped: ServerProcess) -> None:
+    r = _sse(capped, NATIVE, {"model": "emu/gpt-image", "prompt": "p", "partial_images": 2})
+    names = [e.event for e in r.events]
+    assert names[0] == "start" and names[-1] == "error" and "done" not in names
+    assert [orjson.loads(e.data)["index"] for e in r.events if e.event == "partial"] == [0]
+    err = orjson.loads(r.events[-1].data)["error"]
+    assert err["code"] == "upstream_protocol_error" and f"cap of {SMALL_CAP}" in err["message"]
+
+
+def test_configured_image_cap_fails_a_final_image(capped: ServerProcess) -> None:
+    r = _sse(capped, V1, {"model": "emu/gpt-image", "prompt": "p", "stream": True, "partial_images": 1})
+    assert [e.event for e in r.events] == ["image_generation.partial_image", "error"]
+    assert "the final image" in orjson.loads(r.events[-1].data)["error"]["message"]
+    j = httpx.post(capped.base_url + V1, json={"model": "emu/gpt-image", "prompt": "p"}, headers=capped.headers)
+    assert j.status_code == 502 and "upstream_protocol_error" in j.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("key", ["max_partial_image_bytes", "max_image_bytes"])
+def test_image_cap_keys_are_validated(key: str) -> None:
+    defaults = parse_config({}).server
+    assert (defaults.max_partial_image_bytes, defaults.max_image_bytes) == (8 * 1024 * 1024, 48 * 1024 * 1024)
+    assert getattr(parse_config({"server": {key: 1234}}).server, key) == 1234
+    for bad in (0, -1, "8MiB", True):
+        with pytest.raises(ConfigError, match=f"server.{key}"):
+            parse_config({"server": {key: bad}})

@@ -4,7 +4,8 @@ An embedding answer is written in one piece, so every route failure happens befo
 starts and moves to the next route (CONTRACT §4): upstream 401/403/429/5xx, connect errors, no answer
 within the provider's `upstream_idle_timeout_s`, and also "this route cannot serve the request as
 asked" (token arrays, `dimensions`), since another route may. When every route failed the error is
-the CONTRACT §4 one; when a route refused the request itself, that route's 400 message wins.
+the CONTRACT §4 one (`relay.final_error`, shared with the streaming relay); when a route refused the
+request itself, that route's 400 message wins.
 """
 
 from __future__ import annotations
@@ -14,17 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..config import Route
-from ..errors import (
-    InvalidRequest,
-    NoProviderAvailable,
-    ProviderFailure,
-    RateLimited,
-    TidegateError,
-    UpstreamError,
-    UpstreamTimeout,
-)
+from ..errors import ProviderFailure, UpstreamError
 from ..providers.embeddings import EmbeddingInputs, EmbeddingProvider, EmbeddingResult
-from .relay import GenerationCancelled, RouteFailure
+from .relay import GenerationCancelled, RouteFailure, final_error
 from .usage import count_tokens
 
 
@@ -43,25 +36,6 @@ def estimate_tokens(inputs: EmbeddingInputs) -> int:
     if inputs.tokens is not None:
         return sum(len(t) for t in inputs.tokens)
     return sum(count_tokens(t) for t in inputs.texts or [])
-
-
-def final_error(failures: list[RouteFailure]) -> TidegateError:
-    if not failures:
-        return NoProviderAvailable("no route is configured for this model")
-    refused = [f for f in failures if f.code == "invalid_request"]
-    if refused:
-        return InvalidRequest(refused[0].message)
-    tried = ", ".join(f"{f.provider} ({f.code}{' ' + str(f.status) if f.status else ''})" for f in failures)
-    if all(f.code == "upstream_timeout" for f in failures):
-        return UpstreamTimeout(f"every route timed out: {tried}")
-    if all(f.status == 429 for f in failures):
-        waits = [f.retry_after for f in failures if f.retry_after is not None]
-        return RateLimited(
-            f"every route is rate limited: {tried}; retry later", retry_after=min(waits) if waits else 1.0
-        )
-    if all(f.code == "connect_error" for f in failures):
-        return NoProviderAvailable(f"no provider could be reached: {tried}")
-    return UpstreamError(f"every route failed: {tried}")
 
 
 class EmbeddingRelay:

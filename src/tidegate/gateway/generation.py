@@ -14,6 +14,7 @@ from ..errors import TidegateError
 from ..events import Failed
 from ..request import GenerationRequest
 from ..store.base import ApiKey, BeginResult, GenerationRecord, GenerationStore
+from .embedding_relay import EmbeddingRelay
 from .recorder import Recorder
 from .relay import Relay, RelayItem, RelaySettings
 from .router import Router
@@ -69,6 +70,24 @@ class Generation:
         )
 
 
+@dataclass(slots=True)
+class EmbeddingGeneration:
+    """A running embedding call: one answer, no stream, but recorded, idempotent and cancellable
+    (registered in `Gateway.running` like a generation) all the same."""
+
+    id: str
+    key: ApiKey
+    model: ModelConfig
+    recorder: Recorder
+    relay: EmbeddingRelay
+    cancel: asyncio.Event
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    @property
+    def record(self) -> GenerationRecord:
+        return self.recorder.record
+
+
 def instance_name() -> str:
     """This gateway instance's identity in the store (set by `tidegate serve`: host name and port)."""
     return os.environ.get("TIDEGATE_INSTANCE") or socket.gethostname()
@@ -81,7 +100,7 @@ class Gateway:
         self.config = config
         self.store = store
         self.router = router
-        self.running: dict[str, Generation] = {}
+        self.running: dict[str, Generation | EmbeddingGeneration] = {}
         self.instance = instance_name()
 
     async def start(
@@ -105,21 +124,9 @@ class Gateway:
             idle_timeout_for=self.config.provider_idle_timeout,
         )
         cancel = asyncio.Event()
-        record = GenerationRecord(
-            id=generation_id,
-            key_id=key.id,
-            model=request.model,
-            door=door,
-            created_at=time.time(),
-            idempotency_key=idempotency_key,
-            request_hash=request_hash,
-            owner=self.instance,
+        recorder = await self._begin(
+            generation_id, door, key, model, request.model, request.messages, idempotency_key, request_hash
         )
-        recorder = Recorder(store=self.store, record=record, messages=request.messages, pricing=model.pricing)
-        begun = await self.store.begin_generation(record)  # durable before any upstream request
-        if begun.outcome != "created":
-            raise ExistingGeneration(begun)
-        recorder.start_flushing()
         gen = Generation(
             id=generation_id,
             key=key,
@@ -128,10 +135,68 @@ class Gateway:
             recorder=recorder,
             relay=Relay(request, routes, settings, cancel),
             cancel=cancel,
-            created=int(record.created_at),
+            created=int(recorder.record.created_at),
         )
         self.running[generation_id] = gen
         return gen
+
+    async def start_embedding(
+        self,
+        *,
+        generation_id: str,
+        key: ApiKey,
+        model_id: str,
+        idempotency_key: str | None = None,
+        request_hash: str | None = None,
+    ) -> EmbeddingGeneration:
+        """`start` for the embeddings door: same record, idempotency check and registry; the one-shot
+        `EmbeddingRelay` over the model's embedding routes instead of the streaming relay."""
+        model = self.router.model(model_id, "embedding")
+        routes = self.router.embedding_routes(model)
+        cancel = asyncio.Event()
+        recorder = await self._begin(
+            generation_id, "embeddings", key, model, model_id, [], idempotency_key, request_hash
+        )
+        gen = EmbeddingGeneration(
+            id=generation_id,
+            key=key,
+            model=model,
+            recorder=recorder,
+            relay=EmbeddingRelay(routes, self.config.provider_idle_timeout, cancel),
+            cancel=cancel,
+            created=int(recorder.record.created_at),
+        )
+        self.running[generation_id] = gen
+        return gen
+
+    async def _begin(
+        self,
+        generation_id: str,
+        door: str,
+        key: ApiKey,
+        model: ModelConfig,
+        public_model: str,
+        messages: list[dict[str, object]],
+        idempotency_key: str | None,
+        request_hash: str | None,
+    ) -> Recorder:
+        """The record, durable before any upstream request; `ExistingGeneration` for a repeated key."""
+        record = GenerationRecord(
+            id=generation_id,
+            key_id=key.id,
+            model=public_model,
+            door=door,
+            created_at=time.time(),
+            idempotency_key=idempotency_key,
+            request_hash=request_hash,
+            owner=self.instance,
+        )
+        recorder = Recorder(store=self.store, record=record, messages=messages, pricing=model.pricing)
+        begun = await self.store.begin_generation(record)  # durable before any upstream request
+        if begun.outcome != "created":
+            raise ExistingGeneration(begun)
+        recorder.start_flushing()
+        return recorder
 
     def release(self, generation_id: str) -> None:
         self.running.pop(generation_id, None)

@@ -82,6 +82,28 @@ class RelaySettings:
     idle_timeout_for: Callable[[str], float] = field(default=lambda _name: 90.0)
 
 
+def final_error(failures: list[RouteFailure]) -> TidegateError:
+    """The CONTRACT §4 error once every route failed before the response started. A route that refused
+    the request itself (`invalid_request`: another route may take it) makes its 400 message win."""
+    if not failures:
+        return NoProviderAvailable("no route is configured for this model")
+    refused = [f for f in failures if f.code == "invalid_request"]
+    if refused:
+        return InvalidRequest(refused[0].message)
+    tried = ", ".join(f"{f.provider} ({f.code}{' ' + str(f.status) if f.status else ''})" for f in failures)
+    if all(f.code == "upstream_timeout" for f in failures):
+        return UpstreamTimeout(f"every route timed out: {tried}")
+    if all(f.status == 429 for f in failures):
+        waits = [f.retry_after for f in failures if f.retry_after is not None]
+        return RateLimited(
+            f"every route is rate limited: {tried}; retry later",
+            retry_after=min(waits) if waits else 1.0,
+        )
+    if all(f.code == "connect_error" for f in failures):
+        return NoProviderAvailable(f"no provider could be reached: {tried}")
+    return UpstreamError(f"every route failed: {tried}")
+
+
 class Relay:
     def __init__(
         self,
@@ -110,24 +132,7 @@ class Relay:
                     yield item
             if self._route_done:
                 return
-        raise self._final_error()
-
-    def _final_error(self) -> TidegateError:
-        fs = self.failures
-        if not fs:
-            return NoProviderAvailable("no route is configured for this model")
-        tried = ", ".join(f"{f.provider} ({f.code}{' ' + str(f.status) if f.status else ''})" for f in fs)
-        if all(f.code == "upstream_timeout" for f in fs):
-            return UpstreamTimeout(f"every route timed out: {tried}")
-        if all(f.status == 429 for f in fs):
-            waits = [f.retry_after for f in fs if f.retry_after is not None]
-            return RateLimited(
-                f"every route is rate limited: {tried}; retry later",
-                retry_after=min(waits) if waits else 1.0,
-            )
-        if all(f.code == "connect_error" for f in fs):
-            return NoProviderAvailable(f"no provider could be reached: {tried}")
-        return UpstreamError(f"every route failed: {tried}")
+        raise final_error(self.failures)
 
     async def _try_route(self, provider: ChatProvider, route: Route) -> AsyncGenerator[RelayItem, None]:
         loop = asyncio.get_running_loop()

@@ -81,7 +81,7 @@ class Router:
         if p is None:
             from ..providers.images import build_image_provider
 
-            p = build_image_provider(self.config.providers[name], self.config.server.connect_timeout_s)
+            p = build_image_provider(self.config.providers[name], self.config.server)
             self._image_providers[name] = p
         return p
 

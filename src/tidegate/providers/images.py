@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from ..config import ProviderConfig
+from ..config import ProviderConfig, ServerConfig
 from ..errors import NoProviderAvailable, ProviderFailure
 from ..events import Event, Failed, Finished, Image, PartialImage, Progress, Started, UsageReport
 from ..request import GenerationRequest
@@ -26,8 +26,6 @@ from ..sse import SSEDecoder, SSEEvent
 from .embeddings_remote import upstream_message
 from .transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, default_failure
 
-DEFAULT_MAX_PARTIAL_IMAGE_BYTES = 8 * 1024 * 1024  # decoded bytes of one partial image
-DEFAULT_MAX_IMAGE_BYTES = 48 * 1024 * 1024  # decoded bytes of one final image
 _IMAGE_FIELDS = ("size", "quality", "background", "output_format", "created_at")
 
 
@@ -36,7 +34,8 @@ def b64_len(decoded: int) -> int:
 
 
 def decoded_len(b64: str) -> int:
-    return len(b64) * 3 // 4
+    """Decoded bytes of base64 text (its `=` padding counted out), without decoding it."""
+    return len(b64) * 3 // 4 - b64[-2:].count("=")
 
 
 def usage_report(usage: Any) -> UsageReport | None:
@@ -71,8 +70,12 @@ class ImageStreamDecoder:
     def feed(self, chunk: bytes) -> list[Event]:
         out: list[Event] = []
         for ev in self._sse.feed(chunk):
-            out.extend(self._event(ev))
-            if any(isinstance(e, Failed) for e in out):
+            try:
+                decoded = self._event(ev)
+            except ValueError as exc:  # after the events before it, however the bytes were split
+                decoded = [Failed("upstream_protocol_error", f"undecodable upstream data: {exc}"[:300], self._provider)]
+            out.extend(decoded)
+            if any(isinstance(e, Failed) for e in decoded):
                 break
         if out and not self._started:
             self._started = True
@@ -110,7 +113,9 @@ class ImageStreamDecoder:
             if not isinstance(b64, str):
                 raise ValueError("the completed event has no b64_json")
             if decoded_len(b64) > self._max_image:
-                return [Failed("upstream_protocol_error", "the final image is over the size cap", self._provider)]
+                size = decoded_len(b64)
+                message = f"the final image is {size} bytes, over the cap of {self._max_image}"
+                return [Failed("upstream_protocol_error", message, self._provider)]
             self._completed = True
             out: list[Event] = [Progress(100, "completed"), Image(b64, None, _image_extra(data))]
             usage = usage_report(data.get("usage"))
@@ -134,6 +139,7 @@ class ImageJSONDecoder:
     def __init__(self, provider: str, served_model: str, n: int, max_image: int) -> None:
         self._provider = provider
         self._served_model = served_model
+        self._max_image = max_image
         self._cap = b64_len(max_image) * max(1, n) + 1024 * 1024
         self._buf = bytearray()
 
@@ -150,10 +156,14 @@ class ImageJSONDecoder:
             return [Failed("upstream_error", "the upstream answered without images", self._provider)]
         out: list[Event] = [Started(self._provider, self._served_model), Progress(100, "completed")]
         extra = _image_extra(data)
-        for item in items:
+        for index, item in enumerate(items):
             b64 = item.get("b64_json") if isinstance(item, dict) else None
             if not isinstance(b64, str):
                 return [Failed("upstream_error", "the upstream answered without b64_json images", self._provider)]
+            if decoded_len(b64) > self._max_image:
+                size = decoded_len(b64)
+                message = f"image {index} is {size} bytes, over the cap of {self._max_image}"
+                return [Failed("upstream_protocol_error", message, self._provider)]
             revised = item.get("revised_prompt")
             out.append(Image(b64, revised if isinstance(revised, str) else None, extra))
         usage = usage_report(data.get("usage"))
@@ -164,14 +174,10 @@ class ImageJSONDecoder:
 
 
 class OpenAIImageAdapter:
-    """`kind = "openai"` image upstreams (gpt-image style)."""
+    """`kind = "openai"` image upstreams (gpt-image style). The size caps are decoded bytes of one
+    partial / final image (`[server] max_partial_image_bytes`, `max_image_bytes`)."""
 
-    def __init__(
-        self,
-        config: ProviderConfig,
-        max_partial_image_bytes: int = DEFAULT_MAX_PARTIAL_IMAGE_BYTES,
-        max_image_bytes: int = DEFAULT_MAX_IMAGE_BYTES,
-    ) -> None:
+    def __init__(self, config: ProviderConfig, max_partial_image_bytes: int, max_image_bytes: int) -> None:
         self.name = config.name
         self._config = config
         self.max_partial = max_partial_image_bytes
@@ -211,9 +217,10 @@ class OpenAIImageAdapter:
         return default_failure(status, headers, message)
 
 
-def build_image_provider(config: ProviderConfig, connect_timeout_s: float = 10.0) -> HttpProvider:
+def build_image_provider(config: ProviderConfig, server: ServerConfig) -> HttpProvider:
     if config.kind != "openai":
         raise NoProviderAvailable(
             f'provider {config.name!r} (kind {config.kind!r}) serves no images; image models need kind = "openai"'
         )
-    return HttpProvider(config.name, "openai", OpenAIImageAdapter(config), connect_timeout_s)
+    adapter = OpenAIImageAdapter(config, server.max_partial_image_bytes, server.max_image_bytes)
+    return HttpProvider(config.name, "openai", adapter, server.connect_timeout_s)

@@ -1,15 +1,23 @@
 """Image renderers (CONTRACT §8): canonical image events → the OpenAI image stream, the OpenAI image
 JSON, and the native `/api/v1/images/generations` events. Every SSE event carries `id: <n>`.
+
+Replay (CONTRACT §7: "image generations replay their native image `done`") rebuilds the native
+answer of a stored image generation from its record and canonical event log, whichever door it
+was started on: `image_done_for_record` (JSON) and `native_image_frames_for_record` (SSE).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
 
-from ..events import Image, PartialImage, UsageReport
+from ..events import Event, Image, PartialImage, UsageReport
 from ..sse import encode_comment
+from ..store.base import GenerationRecord
+
+IMAGE_DOORS = ("images", "native_images")
 
 # Stream event fields the SDK requires, with the request's values as the fallback.
 _STREAM_FIELDS = ("size", "quality", "background", "output_format")
@@ -163,3 +171,39 @@ class NativeImageRenderer(_Sequence):
 
     def error(self, code: str, message: str) -> bytes:
         return self.emit("error", {"error": {"code": code, "message": message}})
+
+
+def _renderer_for_record(record: GenerationRecord, partials: int) -> NativeImageRenderer:
+    return NativeImageRenderer(
+        generation_id=record.id, model=record.model, created_at=int(record.created_at), partial_images=partials
+    )
+
+
+def _record_usage(record: GenerationRecord) -> UsageReport:
+    return UsageReport(prompt=record.usage.prompt_tokens, completion=record.usage.completion_tokens)
+
+
+def image_done_for_record(record: GenerationRecord, events: Iterable[Event]) -> dict[str, Any]:
+    """The native `done` payload of a stored, completed image generation (the same JSON its native
+    stream ended with)."""
+    images = [e for e in events if isinstance(e, Image)]
+    return _renderer_for_record(record, 0).done_payload(images, _record_usage(record), record.provider)
+
+
+def native_image_frames_for_record(record: GenerationRecord, events: Iterable[Event]) -> bytes:
+    """The native image events of a stored, ended image generation: `start`, `progress`, its `partial`
+    images, then `done` (completed) or `error` (anything else)."""
+    logged = list(events)
+    partials = [e for e in logged if isinstance(e, PartialImage)]
+    renderer = _renderer_for_record(record, len(partials))
+    out = [renderer.start(), renderer.progress(0, "queued")]
+    out += [renderer.partial(p) for p in partials]
+    if record.status == "completed":
+        images = [e for e in logged if isinstance(e, Image)]
+        out.append(renderer.progress(100, "completed"))
+        out.append(renderer.done(images, _record_usage(record), record.provider))
+    else:
+        error = record.error or {}
+        code = str(error.get("code") or "upstream_error")
+        out.append(renderer.error(code, str(error.get("message") or "the image generation did not complete")))
+    return b"".join(out)

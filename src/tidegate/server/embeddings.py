@@ -1,23 +1,27 @@
 """`POST /v1/embeddings`: validate, embed through the model's routes (fallback), answer OpenAI JSON.
 
-`stream: true` is a 400 `stream_not_supported`: embeddings have no incremental form.
+`stream: true` is a 400 `stream_not_supported`: embeddings have no incremental form. Like every
+generation door it honours `Idempotency-Key` (CONTRACT §7: the stored JSON with `Idempotent-Replayed:
+true`, 409 while running, 422 for another body) and is registered for `/api/v1/generations/{id}/cancel`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
+
+import orjson
 
 from ..errors import PayloadTooLarge, TidegateError
 from ..events import Started, UsageReport
-from ..gateway.embedding_relay import EmbeddingOutcome, EmbeddingRelay, estimate_tokens
-from ..gateway.recorder import Recorder
+from ..gateway.embedding_relay import EmbeddingOutcome, estimate_tokens
+from ..gateway.generation import EmbeddingGeneration, ExistingGeneration
 from ..providers.embeddings import EmbeddingInputs
 from ..render.embeddings import embeddings_json
-from ..store.base import ApiKey, GenerationRecord
+from ..store.base import ApiKey
 from .disconnect import watch_disconnect
-from .embeddings_request import MAX_TOTAL_TOKENS, parse_embedding_request
+from .embeddings_request import MAX_TOTAL_TOKENS, EmbeddingRequest, parse_embedding_request
 from .http import Request
+from .idempotency import answer_existing, idempotency_key, request_hash
 from .state import AppState
 
 
@@ -46,25 +50,33 @@ def outcome_headers(outcome: EmbeddingOutcome) -> dict[str, str]:
 async def embeddings(req: Request, state: AppState, key: ApiKey) -> None:
     body = await req.json(state.config.server.max_body_bytes)
     request = parse_embedding_request(body)
-    router = state.gateway.router
-    model = router.model(request.model, "embedding")
+    state.gateway.router.model(request.model, "embedding")  # 404 / wrong type before anything is stored
     await check_total_tokens(request.inputs)
-    routes = router.embedding_routes(model)
+    idem = idempotency_key(req)
+    rhash = request_hash("embeddings", body) if idem else None
     assert req.generation_id is not None
-    record = GenerationRecord(
-        id=req.generation_id,
-        key_id=key.id,
-        model=request.model,
-        door="embeddings",
-        created_at=time.time(),
-        idempotency_key=req.headers.get("idempotency-key"),
-    )
-    recorder = Recorder(store=state.store, record=record, messages=[], pricing=model.pricing)
-    await recorder.begin()
-    cancel = asyncio.Event()
-    relay = EmbeddingRelay(routes, state.config.provider_idle_timeout, cancel)
     try:
-        async with watch_disconnect(req, cancel if record.idempotency_key is None else None):
+        gen = await state.gateway.start_embedding(
+            generation_id=req.generation_id,
+            key=key,
+            model_id=request.model,
+            idempotency_key=idem,
+            request_hash=rhash,
+        )
+    except ExistingGeneration as existing:
+        await answer_existing(req, state, existing.result, streaming=False)
+        return
+    try:
+        await _embed(req, gen, request)
+    finally:
+        state.gateway.release(gen.id)
+
+
+async def _embed(req: Request, gen: EmbeddingGeneration, request: EmbeddingRequest) -> None:
+    recorder, relay = gen.recorder, gen.relay
+    # A request without Idempotency-Key is cancelled when its client goes away (CONTRACT §7).
+    try:
+        async with watch_disconnect(req, gen.cancel if gen.record.idempotency_key is None else None):
             outcome = await relay.run(request.inputs, request.dimensions)
     except TidegateError as exc:
         await recorder.finish(
@@ -76,13 +88,15 @@ async def embeddings(req: Request, state: AppState, key: ApiKey) -> None:
         return
     recorder.observe(Started(outcome.provider, outcome.served_model))
     recorder.observe(UsageReport(prompt=outcome.prompt_tokens, completion=0, estimated=outcome.estimated))
+    result = outcome.result
+    if result.passthrough is not None:
+        payload = result.passthrough
+    else:
+        vectors = embeddings_json(request.model, result.vectors, request.inputs.encoding_format, outcome.prompt_tokens)
+        payload = orjson.dumps(vectors)
+    if gen.record.idempotency_key is not None:  # only a repeated key can read it back (CONTRACT §7)
+        recorder.log_json(payload)
     await recorder.finish(
         "completed", provider=outcome.provider, served_model=outcome.served_model, attempts=outcome.attempts
     )
-    headers = outcome_headers(outcome)
-    result = outcome.result
-    if result.passthrough is not None:
-        await req.respond_bytes(200, result.passthrough, "application/json", headers)
-        return
-    payload = embeddings_json(request.model, result.vectors, request.inputs.encoding_format, outcome.prompt_tokens)
-    await req.respond_json(200, payload, headers)
+    await req.respond_bytes(200, payload, "application/json", outcome_headers(outcome))

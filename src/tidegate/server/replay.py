@@ -18,6 +18,7 @@ from ..errors import GenerationInProgress, GenerationNotFound, InvalidRequest
 from ..events import Event, Failed, Started, TextDelta
 from ..gateway.eventlog import decode_event
 from ..gateway.relay import Committed
+from ..render.images import IMAGE_DOORS, image_done_for_record, native_image_frames_for_record
 from ..render.native import NativeStreamRenderer, native_result_for_record
 from ..store.base import LOG_EVENT, LOG_FRAME, LOG_JSON, ApiKey, GenerationRecord
 from .http import Request
@@ -67,6 +68,9 @@ async def replay(req: Request, state: AppState, key: ApiKey) -> None:
         }
         await req.respond_json(502, payload, record_headers(record, replayed=True))
         return
+    if record.door in IMAGE_DOORS:  # image generations replay their native image `done`
+        await req.respond_json(200, image_done_for_record(record, events), record_headers(record, replayed=True))
+        return
     stored = await state.store.read_log(record.id, LOG_JSON) if record.door == "native" else []
     result = orjson.loads(stored[0][1]) if stored else native_result_for_record(record, events)
     await req.respond_json(200, result, record_headers(record, replayed=True))
@@ -106,11 +110,21 @@ def _frames_after(data: bytes, last: int) -> bytes:
 async def _stream(req: Request, state: AppState, record: GenerationRecord, last: int | None) -> None:
     after = -1 if last is None else last
     headers = {**record_headers(record, replayed=True), "x-kendr-stream-mode": "streamed"}
-    has_frames = record.door == "native" and bool(await state.store.read_log(record.id, LOG_FRAME, -1))
+    native_frames = record.door in ("native", "native_images")  # its own frames are already native
+    has_frames = native_frames and bool(await state.store.read_log(record.id, LOG_FRAME, -1))
     await req.start(200, SSE_CONTENT_TYPE, headers)
-    if has_frames or (record.door == "native" and record.id in state.gateway.running):
+    if has_frames or (native_frames and record.id in state.gateway.running):
         async for frame in follow_frames(state, record.id, after):
             await req.write(frame)
+        await req.write(b"", more=False)
+        return
+    if record.door in IMAGE_DOORS:  # started on /v1/images/generations: native image events once it ended
+        logged: list[Event] = []
+        async for item in _follow_events(state, record.id):
+            if isinstance(item, GenerationRecord):
+                await req.write(_frames_after(native_image_frames_for_record(item, logged), after))
+            else:
+                logged.append(item)
         await req.write(b"", more=False)
         return
     renderer = NativeStreamRenderer(generation_id=record.id, public_model=record.model, created=int(record.created_at))
