@@ -1,0 +1,163 @@
+"""Results: the JSON file, the markdown tables, the printed ratios and the README's latest table."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+from scenarios import Row
+
+MAIN_COLUMNS = ("direct", "tidegate", "litellm")
+README_START = "<!-- bench:latest:start -->"
+README_END = "<!-- bench:latest:end -->"
+
+
+def fmt(v: float | None) -> str:
+    if v is None:
+        return "—"
+    a = abs(v)
+    if a >= 100:
+        return f"{v:,.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def versus(row: Row, who: str, base: str = "direct") -> str:
+    a, b = row.values.get(who), row.values.get(base)
+    if a is None or b is None or row.compare == "none":
+        return ""
+    if row.compare == "diff":
+        return f"{a - b:+.2f} {row.unit}".rstrip()
+    return f"×{a / b:.2f}" if b else ""
+
+
+def status(row: Row) -> str:
+    if not row.budget:
+        return ""
+    if row.ok is None:
+        return "n/a"
+    return "met" if row.ok else "**not met**"
+
+
+def _metric(row: Row) -> str:
+    return f"{row.metric} ({row.unit})" if row.unit and row.unit != "×" else row.metric
+
+
+def main_table(rows: list[Row]) -> str:
+    out = [
+        "| scenario | variant | metric | direct | tidegate | LiteLLM | tidegate vs direct | LiteLLM vs direct "
+        "| LiteLLM / tidegate | tidegate budget | status |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for r in rows:
+        lt = ""
+        if r.compare != "none" and r.values.get("litellm") and r.values.get("tidegate"):
+            lt = f"×{r.values['litellm'] / r.values['tidegate']:.1f}"  # type: ignore[operator]
+        note = f" ({r.note})" if r.note else ""
+        out.append(
+            f"| {r.scenario} | {r.variant} | {_metric(r)}{note} | {fmt(r.values.get('direct'))} "
+            f"| {fmt(r.values.get('tidegate'))} | {fmt(r.values.get('litellm'))} | {versus(r, 'tidegate')} "
+            f"| {versus(r, 'litellm')} | {lt} | {r.budget} | {status(r)} |"
+        )
+    return "\n".join(out)
+
+
+def pair_table(rows: list[Row]) -> str:
+    names: list[str] = []
+    for r in rows:
+        for k in r.values:
+            if k not in names:
+                names.append(k)
+    head = "| scenario | variant | metric | " + " | ".join(names) + " | ratio | budget | status |"
+    out = [head, "|---|---|---|" + "---:|" * (len(names) + 1) + "---|---|"]
+    for r in rows:
+        vals = [r.values.get(n) for n in names]
+        rat = f"×{vals[0] / vals[1]:.3f}" if len(vals) == 2 and vals[0] and vals[1] else ""
+        out.append(
+            f"| {r.scenario} | {r.variant} | {_metric(r)} | "
+            + " | ".join(fmt(v) for v in vals)
+            + f" | {rat} | {r.budget} | {status(r)} |"
+        )
+    return "\n".join(out)
+
+
+def markdown(meta: dict[str, Any], main_rows: list[Row], extra_rows: list[Row], notes: list[str]) -> str:
+    la0, la1 = meta["loadavg_start"], meta["loadavg_end"]
+    lines = [
+        f"## tidegate benchmark, {meta['date']}{' (--quick)' if meta['quick'] else ''}",
+        "",
+        f"- machine: {meta['cpus']} CPUs; load average at start {la0[0]:.2f} / {la0[1]:.2f} / {la0[2]:.2f}, "
+        f"at end {la1[0]:.2f} / {la1[1]:.2f} / {la1[2]:.2f}"
+        + (
+            " — **measured under contention: other work shared the cores; absolute figures are not representative**"
+            if meta["contended"]
+            else ""
+        ),
+        f"- pinning: gateway on CPU {meta['gateway_cores'] or 'any'}, emulator + load generator on CPU "
+        f"{meta['load_cores'] or 'any'}; rounds: {meta['rounds']} (interleaved, medians); "
+        f"workers: {meta['workers']} (tidegate and LiteLLM)",
+        f"- tidegate {meta['tidegate_rev']}; LiteLLM {meta['litellm_version']}; targets: "
+        + ", ".join(f"{k}: {v}" for k, v in meta["availability"].items()),
+        "",
+        main_table(main_rows),
+    ]
+    for name in dict.fromkeys(r.scenario for r in extra_rows):
+        lines += ["", pair_table([r for r in extra_rows if r.scenario == name])]
+    if notes:
+        lines += ["", "Notes:", ""] + [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def ratios_text(rows: list[Row]) -> str:
+    out = []
+    for r in rows:
+        parts = []
+        for who in ("tidegate", "litellm"):
+            s = versus(r, who)
+            if s:
+                parts.append(f"{who} {s}")
+        if r.compare == "ratio" and r.values.get("litellm") and r.values.get("tidegate"):
+            parts.append(f"LiteLLM/tidegate ×{r.values['litellm'] / r.values['tidegate']:.1f}")  # type: ignore[operator]
+        if parts:
+            st = f"  [{status(r)}]" if r.budget else ""
+            out.append(f"{r.scenario:10s} {r.variant:45s} {r.metric:40s} " + ", ".join(parts) + st)
+    return "\n".join(out)
+
+
+def write_results(path_base: Path, data: dict[str, Any], md: str) -> tuple[Path, Path]:
+    path_base.parent.mkdir(parents=True, exist_ok=True)
+    jpath, mpath = path_base.with_suffix(".json"), path_base.with_suffix(".md")
+    for path, blob in ((jpath, orjson.dumps(data, option=orjson.OPT_INDENT_2)), (mpath, md.encode())):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(blob)
+        os.replace(tmp, path)
+    return jpath, mpath
+
+
+def update_readme(readme: Path, md: str, results_name: str) -> None:
+    if not readme.exists():
+        return
+    text = readme.read_text()
+    if README_START not in text or README_END not in text:
+        return
+    head, rest = text.split(README_START, 1)
+    _, tail = rest.split(README_END, 1)
+    body = f"\n_From `bench/results/{results_name}`._\n\n" + md.replace("## tidegate benchmark, ", "### Run of ") + "\n"
+    readme.write_text(head + README_START + body + README_END + tail)
+
+
+def row_dict(r: Row) -> dict[str, Any]:
+    return {
+        "scenario": r.scenario,
+        "variant": r.variant,
+        "metric": r.metric,
+        "unit": r.unit,
+        "values": r.values,
+        "compare": r.compare,
+        "budget": r.budget,
+        "ok": r.ok,
+        "note": r.note,
+    }
