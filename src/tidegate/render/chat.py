@@ -17,7 +17,6 @@ from ..events import (
     ToolCallDelta,
     UsageReport,
 )
-from ..sse import encode_comment
 
 DONE = b"[DONE]"
 
@@ -130,9 +129,6 @@ class ChatStreamRenderer:
         if isinstance(event, Finished):
             return self._chunk({}, event.reason)
         return b""
-
-    def keepalive(self, text: str) -> bytes:
-        return encode_comment(text)
 
     def finish(self, usage: UsageReport | None) -> bytes:
         """The usage chunk (unless the client turned it off or the upstream already sent it) + [DONE]."""

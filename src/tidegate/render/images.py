@@ -14,7 +14,6 @@ from typing import Any
 import orjson
 
 from ..events import Event, Image, PartialImage, UsageReport
-from ..sse import encode_comment
 from ..store.base import GenerationRecord
 
 IMAGE_DOORS = ("images", "native_images")
@@ -45,10 +44,6 @@ class _Sequence:
         seq = self.next_id
         self.next_id += 1
         return _frame(seq, event, payload)
-
-    @staticmethod
-    def keepalive(text: str) -> bytes:
-        return encode_comment(text)
 
 
 class OpenAIImageStreamRenderer(_Sequence):

@@ -19,7 +19,7 @@ from ..events import Event, Failed, ReasoningDelta, TextDelta, ToolCallDelta, Us
 from ..gateway.relay import Committed
 from ..store.base import GenerationRecord, Usage
 from .chat import ChatCompletionBuilder
-from .responses import ResponseState, keepalive_line
+from .responses import ResponseState
 
 
 def usage_of(report: UsageReport) -> Usage:
@@ -146,10 +146,6 @@ class NativeStreamRenderer:
     def idle_status(self) -> bytes:
         """On a keep-alive tick before any output: `status: thinking` once (silence is thinking)."""
         return self._status("thinking") if self.phase == "connecting" else b""
-
-    def keepalive(self, text: str) -> bytes:
-        """A comment line: not an event, no id (see `keepalive_line`)."""
-        return keepalive_line(text)
 
     def done(self, result: dict[str, Any]) -> bytes:
         return self._frame("done", result)

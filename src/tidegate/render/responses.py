@@ -24,16 +24,6 @@ ItemKind = Literal["message", "reasoning", "function_call"]
 Payload = dict[str, Any]
 
 
-def keepalive_line(text: str) -> bytes:
-    """A keep-alive: one SSE comment line, deliberately *without* a blank line after it.
-
-    openai-python's SSE decoder dispatches an event on every blank line once a stream has sent an
-    `id:` (it keeps the last id), so `: text\n\n` between two events reaches the SDK as an event with
-    empty data and fails JSON decoding. A lone comment line is ignored by every conforming parser.
-    """
-    return b": %s\n" % text.replace("\r", " ").replace("\n", " ").encode()
-
-
 def usage_json(usage: UsageReport) -> dict[str, Any]:
     """The Responses `usage` object (all five fields; the SDK requires every one)."""
     return {
@@ -363,9 +353,6 @@ class ResponsesStreamRenderer(_ResponseShell):
     def render(self, event: Event) -> bytes:
         payloads = self.state.feed(event)
         return self._frames(payloads) if payloads else b""
-
-    def keepalive(self, text: str) -> bytes:
-        return keepalive_line(text)
 
     def finish(self, usage: UsageReport | None) -> bytes:
         """Items still open are closed, then exactly one `response.completed` / `.incomplete`."""

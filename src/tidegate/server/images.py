@@ -12,21 +12,16 @@ from __future__ import annotations
 
 import orjson
 
-from ..errors import TidegateError, UpstreamError, UpstreamTimeout
-from ..events import Failed, Image, PartialImage, Progress, Started
-from ..gateway.generation import ExistingGeneration, Generation
-from ..gateway.relay import KEEPALIVE, Committed
+from ..events import Event, Failed, Image, PartialImage, Progress, Started
+from ..gateway.generation import Generation
+from ..gateway.relay import Committed
 from ..render.images import NativeImageRenderer, OpenAIImageStreamRenderer, images_json
 from ..request import GenerationRequest
 from ..store.base import ApiKey
-from .chat import provider_headers
-from .disconnect import watch_disconnect
+from .door import DoorSpec, serve_generation
 from .http import Request
-from .idempotency import answer_existing, idempotency_key, request_hash, resume_ended
 from .images_request import ImageRequest, parse_image_request
 from .state import AppState
-
-SSE = "text/event-stream; charset=utf-8"
 
 
 def image_generation_request(state: AppState, image: ImageRequest) -> GenerationRequest:
@@ -42,44 +37,133 @@ def image_generation_request(state: AppState, image: ImageRequest) -> Generation
     )
 
 
+def _no_image(gen: Generation) -> Failed:
+    return Failed("upstream_error", "the upstream finished without an image", gen.relay.provider or "")
+
+
+class _OpenAIImageStream:
+    """`image_generation.partial_image` events, then `image_generation.completed` (or `error`)."""
+
+    def __init__(self, gen: Generation, image: ImageRequest) -> None:
+        self.gen = gen
+        self.final: Image | None = None
+        self.renderer = OpenAIImageStreamRenderer(
+            created_at=gen.created,
+            size=image.size,
+            quality=image.quality,
+            background=image.background,
+            output_format=image.output_format,
+        )
+
+    def begin(self, committed: Committed) -> bytes:
+        return b""
+
+    def event(self, event: Event) -> bytes:
+        if isinstance(event, PartialImage):
+            return self.renderer.partial(event)
+        if isinstance(event, Image):
+            self.final = event
+        return b""
+
+    def keepalive_tick(self) -> bytes:
+        return b""
+
+    def finish(self) -> bytes | Failed:
+        if self.final is None:
+            return _no_image(self.gen)
+        return self.renderer.completed(self.final, self.gen.recorder.final_usage())
+
+    def fail(self, failure: Failed) -> bytes:
+        return self.renderer.error(failure.code, failure.message)
+
+
+class _NativeImageStream:
+    """`start`, `progress` (tidegate's own on every keep-alive tick), `partial`, then `done` or `error`."""
+
+    def __init__(self, gen: Generation, image: ImageRequest) -> None:
+        self.gen = gen
+        self.images: list[Image] = []
+        self.renderer = NativeImageRenderer(
+            generation_id=gen.id, model=image.model, created_at=gen.created, partial_images=image.partial_images
+        )
+
+    def begin(self, committed: Committed) -> bytes:
+        return self.renderer.start() + self.renderer.progress(0, "queued")
+
+    def event(self, event: Event) -> bytes:
+        if isinstance(event, Started):
+            return self.renderer.progress(5, "generating")
+        if isinstance(event, Progress) and event.percent < 100:
+            return self.renderer.progress(event.percent, event.stage)
+        if isinstance(event, PartialImage):
+            return self.renderer.partial(event)
+        if isinstance(event, Image):
+            self.images.append(event)
+        return b""
+
+    def keepalive_tick(self) -> bytes:
+        return self.renderer.progress(self.renderer.percent, "generating")
+
+    def finish(self) -> bytes | Failed:
+        if not self.images:
+            return _no_image(self.gen)
+        usage = self.gen.recorder.final_usage()
+        return self.renderer.progress(100, "completed") + self.renderer.done(
+            self.images, usage, self.gen.relay.provider
+        )
+
+    def fail(self, failure: Failed) -> bytes:
+        return self.renderer.error(failure.code, failure.message)
+
+
+class _ImagesJson:
+    """The images of the route that served, as the OpenAI JSON or the native `done` payload."""
+
+    def __init__(self, gen: Generation, image: ImageRequest, native: bool) -> None:
+        self.gen = gen
+        self.image = image
+        self.native = native
+        self.images: list[Image] = []
+
+    def reset(self) -> None:
+        self.images = []
+
+    def add(self, event: Event) -> None:
+        if isinstance(event, Image):
+            self.images.append(event)
+
+    def build(self) -> bytes | Failed:
+        if not self.images:
+            return _no_image(self.gen)
+        usage = self.gen.recorder.final_usage()
+        if self.native:
+            renderer = NativeImageRenderer(
+                generation_id=self.gen.id,
+                model=self.image.model,
+                created_at=self.gen.created,
+                partial_images=self.image.partial_images,
+            )
+            return orjson.dumps(renderer.done_payload(self.images, usage, self.gen.relay.provider))
+        return orjson.dumps(
+            images_json(
+                created=self.gen.created, images=self.images, usage=usage, output_format=self.image.output_format
+            )
+        )
+
+
 async def _run(req: Request, state: AppState, key: ApiKey, door: str, default_stream: bool) -> None:
     body = await req.json(state.config.server.max_body_bytes)
     image = parse_image_request(body, default_stream=default_stream)
-    request = image_generation_request(state, image)
-    idem = idempotency_key(req)
-    rhash = request_hash(door, body) if idem else None
-    if image.stream and await resume_ended(req, state, key.id, idem, rhash):
-        return
-    assert req.generation_id is not None
-    try:
-        gen = await state.gateway.start(
-            generation_id=req.generation_id,
-            door=door,
-            key=key,
-            request=request,
-            model_type="image",
-            idempotency_key=idem,
-            request_hash=rhash,
-        )
-    except ExistingGeneration as existing:
-        await answer_existing(req, state, existing.result, image.stream)
-        return
-    cancel_on_disconnect = gen.cancel if gen.recorder.record.idempotency_key is None else None
-    try:
-        async with watch_disconnect(req, cancel_on_disconnect):
-            if door == "images":
-                await (_openai_stream(req, state, gen, image) if image.stream else _openai_json(req, gen, image))
-            else:
-                await (_native_stream(req, state, gen, image) if image.stream else _native_json(req, gen, image))
-    finally:
-        state.gateway.release(gen.id)
-
-
-async def _write(req: Request, gen: Generation, frames: bytes, more: bool = True) -> None:
-    """Write frames to the client and the generation's event log (replay, resume)."""
-    if frames:
-        gen.recorder.log_frames(frames)
-    await req.write(frames, more)
+    native = door == "native_images"
+    spec = DoorSpec(
+        door=door,
+        model_type="image",
+        body=body,
+        request=image_generation_request(state, image),
+        make_stream=lambda gen: _NativeImageStream(gen, image) if native else _OpenAIImageStream(gen, image),
+        make_json=lambda gen: _ImagesJson(gen, image, native),
+    )
+    await serve_generation(req, state, key, spec)
 
 
 async def openai_images(req: Request, state: AppState, key: ApiKey) -> None:
@@ -88,162 +172,3 @@ async def openai_images(req: Request, state: AppState, key: ApiKey) -> None:
 
 async def native_images(req: Request, state: AppState, key: ApiKey) -> None:
     await _run(req, state, key, "native_images", default_stream=True)
-
-
-def _as_error(failure: Failed) -> TidegateError:
-    return UpstreamTimeout(failure.message) if failure.code == "upstream_timeout" else UpstreamError(failure.message)
-
-
-async def _collect(req: Request, gen: Generation) -> tuple[Committed, list[Image]] | None:
-    """Non-streaming: the images of the route that served, or None after answering the error."""
-    committed: Committed | None = None
-    images: list[Image] = []
-    try:
-        async for item in gen.items():
-            if isinstance(item, Committed):
-                committed, images = item, []
-                continue
-            if item is KEEPALIVE:
-                continue
-            gen.recorder.observe(item)  # type: ignore[arg-type]
-            if isinstance(item, Failed):
-                await gen.fail(item)
-                await req.respond_error(_as_error(item), provider_headers(committed) if committed else {})
-                return None
-            if isinstance(item, Image):
-                images.append(item)
-    except TidegateError as exc:
-        await gen.fail({"code": exc.error_code, "message": exc.message})
-        await req.respond_error(exc, {"x-provider-attempts": str(gen.relay.attempts)})
-        return None
-    if committed is None or not images:
-        failure = Failed("upstream_error", "the upstream finished without an image", gen.relay.provider or "")
-        await gen.fail(failure)
-        await req.respond_error(_as_error(failure), provider_headers(committed) if committed else {})
-        return None
-    return committed, images
-
-
-async def _openai_json(req: Request, gen: Generation, image: ImageRequest) -> None:
-    got = await _collect(req, gen)
-    if got is None:
-        return
-    committed, images = got
-    usage = gen.recorder.final_usage()
-    payload = orjson.dumps(
-        images_json(created=gen.created, images=images, usage=usage, output_format=image.output_format)
-    )
-    gen.recorder.log_json(payload)
-    await gen.complete()
-    await req.respond_bytes(200, payload, "application/json", provider_headers(committed))
-
-
-async def _native_json(req: Request, gen: Generation, image: ImageRequest) -> None:
-    got = await _collect(req, gen)
-    if got is None:
-        return
-    committed, images = got
-    usage = gen.recorder.final_usage()
-    renderer = NativeImageRenderer(
-        generation_id=gen.id, model=image.model, created_at=gen.created, partial_images=image.partial_images
-    )
-    payload = orjson.dumps(renderer.done_payload(images, usage, committed.provider))
-    gen.recorder.log_json(payload)
-    await gen.complete()
-    await req.respond_bytes(200, payload, "application/json", provider_headers(committed))
-
-
-async def _openai_stream(req: Request, state: AppState, gen: Generation, image: ImageRequest) -> None:
-    renderer = OpenAIImageStreamRenderer(
-        created_at=gen.created,
-        size=image.size,
-        quality=image.quality,
-        background=image.background,
-        output_format=image.output_format,
-    )
-    keepalive_text = state.config.server.keepalive_text
-    final: Image | None = None
-    failure: Failed | None = None
-    try:
-        async for item in gen.items():
-            if isinstance(item, Committed):
-                await req.start(200, SSE, provider_headers(item))
-                continue
-            if item is KEEPALIVE:
-                await req.write(renderer.keepalive(keepalive_text))
-                continue
-            gen.recorder.observe(item)  # type: ignore[arg-type]
-            if isinstance(item, Failed):
-                failure = item
-                break
-            if isinstance(item, PartialImage):
-                await _write(req, gen, renderer.partial(item))
-            elif isinstance(item, Image):
-                final = item
-    except TidegateError as exc:
-        await gen.fail({"code": exc.error_code, "message": exc.message})
-        if not req.started:
-            await req.respond_error(exc, {"x-provider-attempts": str(gen.relay.attempts)})
-            return
-        failure = Failed("upstream_error", exc.message, gen.relay.provider or "")
-    if failure is None and final is None:
-        failure = Failed("upstream_error", "the upstream finished without an image", gen.relay.provider or "")
-    if failure is not None:
-        await gen.fail(failure)
-        await _write(req, gen, renderer.error(failure.code, failure.message), more=False)
-        return
-    assert final is not None
-    usage = gen.recorder.final_usage()
-    frame = renderer.completed(final, usage)
-    gen.recorder.log_frames(frame)
-    await gen.complete()  # durable before the terminal event (CONTRACT §7)
-    await req.write(frame, more=False)
-
-
-async def _native_stream(req: Request, state: AppState, gen: Generation, image: ImageRequest) -> None:
-    renderer = NativeImageRenderer(
-        generation_id=gen.id, model=image.model, created_at=gen.created, partial_images=image.partial_images
-    )
-    images: list[Image] = []
-    failure: Failed | None = None
-    try:
-        async for item in gen.items():
-            if isinstance(item, Committed):
-                await req.start(200, SSE, provider_headers(item))
-                await _write(req, gen, renderer.start() + renderer.progress(0, "queued"))
-                continue
-            if item is KEEPALIVE:
-                # tidegate's own progress while the upstream works (it is the keep-alive here)
-                await _write(req, gen, renderer.progress(renderer.percent, "generating"))
-                continue
-            gen.recorder.observe(item)  # type: ignore[arg-type]
-            if isinstance(item, Failed):
-                failure = item
-                break
-            if isinstance(item, Started):
-                await _write(req, gen, renderer.progress(5, "generating"))
-            elif isinstance(item, Progress):
-                if item.percent < 100:
-                    await _write(req, gen, renderer.progress(item.percent, item.stage))
-            elif isinstance(item, PartialImage):
-                frame = renderer.partial(item)
-                await _write(req, gen, frame)
-            elif isinstance(item, Image):
-                images.append(item)
-    except TidegateError as exc:
-        await gen.fail({"code": exc.error_code, "message": exc.message})
-        if not req.started:
-            await req.respond_error(exc, {"x-provider-attempts": str(gen.relay.attempts)})
-            return
-        failure = Failed("upstream_error", exc.message, gen.relay.provider or "")
-    if failure is None and not images:
-        failure = Failed("upstream_error", "the upstream finished without an image", gen.relay.provider or "")
-    if failure is not None:
-        await gen.fail(failure)
-        await _write(req, gen, renderer.error(failure.code, failure.message), more=False)
-        return
-    usage = gen.recorder.final_usage()
-    frames = renderer.progress(100, "completed") + renderer.done(images, usage, gen.relay.provider)
-    gen.recorder.log_frames(frames)
-    await gen.complete()  # durable before `done` (CONTRACT §7)
-    await req.write(frames, more=False)

@@ -10,7 +10,7 @@ import orjson
 from tidegate.events import Event, Failed, Finished, ReasoningDelta, Started, TextDelta, ToolCallDelta, UsageReport
 from tidegate.gateway.relay import Committed, RouteFailure
 from tidegate.render.native import NativeStreamRenderer, native_result, native_result_for_record, usage_of
-from tidegate.sse import SSEDecoder
+from tidegate.sse import SSEDecoder, encode_comment
 from tidegate.store.base import GenerationRecord
 
 GID = "01JABCDEFGHJKMNPQRSTVWXYZ0"
@@ -29,7 +29,7 @@ def stream(
     comments = 0
     for _ in range(keepalives_first):
         raw += r.idle_status()
-        ka = r.keepalive("WAIT")
+        ka = encode_comment("WAIT")
         assert ka == b": WAIT\n"
         raw += ka
         comments += 1

@@ -295,15 +295,14 @@ def test_failure_right_after_commit_has_empty_output() -> None:
     assert payloads[-1]["response"]["output"] == [] and payloads[-1]["response"]["usage"] is None
 
 
-def test_echo_fields_and_keepalive_comment() -> None:
+def test_echo_fields() -> None:
     echo = dict(ECHO, instructions="be brief", metadata={"a": "b"}, max_output_tokens=5, temperature=0.2)
     r = ResponsesStreamRenderer(generation_id=GID, public_model="m/x", created=5, echo=echo, first_event_id=0)
     created = orjson.loads(SSEDecoder().feed(r.begin())[0].data)["response"]
     assert created["instructions"] == "be brief" and created["metadata"] == {"a": "b"}
     assert created["max_output_tokens"] == 5 and created["temperature"] == 0.2
     Response.model_validate(created)
-    assert r.keepalive("TG WAIT") == b": TG WAIT\n"
-    assert r.next_id == 2  # the comment took no id
+    assert r.next_id == 2  # response.created and response.in_progress
 
 
 def test_non_stream_builder_equals_streamed_final_response() -> None:
