@@ -15,6 +15,7 @@ from ..events import Failed
 from ..request import GenerationRequest
 from ..store.base import ApiKey, BeginResult, GenerationRecord, GenerationStore
 from .embedding_relay import EmbeddingRelay
+from .flusher import LogFlusher
 from .recorder import Recorder
 from .relay import Relay, RelayItem, RelaySettings
 from .router import Router
@@ -102,6 +103,7 @@ class Gateway:
         self.router = router
         self.running: dict[str, Generation | EmbeddingGeneration] = {}
         self.instance = instance_name()
+        self.flusher = LogFlusher()
 
     async def start(
         self,
@@ -195,8 +197,12 @@ class Gateway:
         begun = await self.store.begin_generation(record)  # durable before any upstream request
         if begun.outcome != "created":
             raise ExistingGeneration(begun)
-        recorder.start_flushing()
+        recorder.start_flushing(self.flusher)
         return recorder
+
+    async def aclose(self) -> None:
+        await self.flusher.aclose()
+        await self.router.aclose()
 
     def release(self, generation_id: str) -> None:
         self.running.pop(generation_id, None)

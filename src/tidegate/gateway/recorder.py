@@ -8,8 +8,6 @@ by one owned task at least every 250 ms; `finish` flushes the rest before the te
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,10 +27,8 @@ from ..events import (
 )
 from ..store.base import LOG_EVENT, LOG_FRAME, LOG_JSON, GenerationRecord, GenerationStore, Usage
 from .eventlog import encode_event
+from .flusher import LogFlusher
 from .usage import cost_of, estimate_usage
-
-FLUSH_INTERVAL_S = 0.2
-log = logging.getLogger("tidegate.recorder")
 
 
 @dataclass(slots=True)
@@ -52,31 +48,26 @@ class Recorder:
     closed: bool = False
     _event_seq: int = 0
     _pending: list[tuple[str, int, bytes]] = field(default_factory=list)
-    _flusher: asyncio.Task[None] | None = None
+    _flusher: LogFlusher | None = None
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
-    async def begin(self) -> None:
-        """Durable before the upstream request is sent (CONTRACT §7); no idempotency check."""
-        await self.store.create_generation(self.record)
-        self.start_flushing()
+    def start_flushing(self, flusher: LogFlusher) -> None:
+        """From now on the shared flusher writes this generation's logs (its record is durable)."""
+        self._flusher = flusher
+        flusher.register(self.record.id, self)
 
-    def start_flushing(self) -> None:
-        """Start the owned flush task (the record itself is already durable)."""
-        if self._flusher is None:
-            self._flusher = asyncio.ensure_future(self._flush_loop())
-
-    async def _flush_loop(self) -> None:
-        while True:
-            await asyncio.sleep(FLUSH_INTERVAL_S)
-            try:
-                await self.flush()
-            except Exception:  # a slow or failing store never stalls the stream
-                log.warning("event log flush failed for %s", self.record.id, exc_info=True)
+    @property
+    def has_pending(self) -> bool:
+        return bool(self._pending)
 
     async def flush(self) -> None:
         if self._pending:
             batch, self._pending = self._pending, []
-            await self.store.append_log(self.record.id, batch)
+            try:
+                await self.store.append_log(self.record.id, batch)
+            except BaseException:
+                self._pending[:0] = batch  # kept for the next round (or the final flush)
+                raise
 
     def log_frames(self, data: bytes) -> None:
         """Record wire frames (one or more complete SSE events) as they are written."""
@@ -174,9 +165,7 @@ class Recorder:
             rec.error = error
         rec.duration_ms = round((time.monotonic() - self.started_at) * 1000, 3)
         if self._flusher is not None:
-            self._flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flusher
+            self._flusher.unregister(self.record.id)
             self._flusher = None
         await self.flush()
         await self.store.update_generation(rec)

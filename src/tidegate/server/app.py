@@ -162,7 +162,7 @@ class TidegateApp:
                 for task in self.state.tasks:
                     task.cancel()
                 await asyncio.gather(*self.state.tasks, return_exceptions=True)
-                await self.state.gateway.router.aclose()
+                await self.state.gateway.aclose()
                 await self.state.store.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return

@@ -1,0 +1,56 @@
+"""One owned task flushes every running generation's event logs (at least every 250 ms).
+
+A task per generation would wake 5 times a second per open stream: at thousands of slow streams that
+is tens of thousands of wake-ups a second for nothing. Here one loop visits only the recorders that
+have something pending; a slow store delays the next round, never a stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Protocol
+
+FLUSH_INTERVAL_S = 0.2
+log = logging.getLogger("tidegate.flusher")
+
+
+class Flushable(Protocol):
+    @property
+    def has_pending(self) -> bool: ...
+
+    async def flush(self) -> None: ...
+
+
+class LogFlusher:
+    def __init__(self, interval_s: float = FLUSH_INTERVAL_S) -> None:
+        self.interval_s = interval_s
+        self._members: dict[str, Flushable] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def register(self, key: str, member: Flushable) -> None:
+        self._members[key] = member
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._loop())
+
+    def unregister(self, key: str) -> None:
+        self._members.pop(key, None)
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            for key, member in list(self._members.items()):
+                if not member.has_pending:
+                    continue
+                try:
+                    await member.flush()
+                except Exception:  # a failing store never stalls the streams; retried next round
+                    log.warning("event log flush failed for %s", key, exc_info=True)
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
