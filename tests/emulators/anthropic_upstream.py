@@ -10,6 +10,11 @@ One real aiohttp.web server (background thread, free port):
 
 Scenario per request: `[[name]]` in the last user turn's text, else `--name` at the end of the model
 id, else `text`. Every request is recorded (`emulator.requests`) so tests can assert on the body.
+
+Scenarios: text, thinking, redacted, tools, stall, error, truncated, drop, exception and badcrc (Bedrock),
+maxtokens, 401/429/500/529/google429 (HTTP errors before the body), badjson (Anthropic and Vertex: a
+`data:` line that is not JSON mid-answer, then the normal ending), slow (a text delta every 50 ms until
+the client goes away; `Recorded.closed_at` is when the emulator saw the connection close).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import base64
 import re
 import struct
 import threading
+import time
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +38,8 @@ from botocore.credentials import Credentials
 
 Events = list[tuple[str, dict[str, Any]]]
 PAUSE = "__pause__"
+BADJSON = "__badjson__"  # the SSE handler writes BADJSON_FRAME there
+BADJSON_FRAME = b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, "delta": {"ty\n\n'
 
 # ---------------------------------------------------------------------------------------------------
 # Scenario scripts: (event name, JSON) pairs, exactly as the Messages API streams them.
@@ -148,6 +156,23 @@ def scenario_events(name: str, model: str) -> Events:
             _message_delta("end_turn", 3),
             STOP,
         ]
+    if name == "slow":  # the handler then streams text deltas until the client goes away
+        return [
+            _start("msg_emu_slow", model, {"input_tokens": 12, "output_tokens": 1}),
+            _block_start(0, {"type": "text", "text": ""}),
+        ]
+    if name == "badjson":  # the handler writes an undecodable frame here, then this normal ending
+        return [
+            _start("msg_emu_badjson", model, {"input_tokens": 12, "output_tokens": 1}),
+            _block_start(0, {"type": "text", "text": ""}),
+            _text(0, "Partial"),
+            (PAUSE, {"s": 0.3}),
+            _text(0, " answer"),
+            (BADJSON, {}),
+            _block_stop(0),
+            _message_delta("end_turn", 3),
+            STOP,
+        ]
     if name in ("error", "truncated", "drop", "exception", "badcrc"):
         head: Events = [
             _start(f"msg_emu_{name}", model, {"input_tokens": 12, "output_tokens": 1}),
@@ -191,7 +216,7 @@ def sse_frame(name: str, data: dict[str, Any]) -> bytes:
 
 
 def sse_stream(events: Events) -> bytes:
-    return b"".join(sse_frame(n, d) for n, d in events if n != PAUSE)
+    return b"".join(BADJSON_FRAME if n == BADJSON else sse_frame(n, d) for n, d in events if n != PAUSE)
 
 
 def _eventstream_header(name: str, value: str) -> bytes:
@@ -228,7 +253,7 @@ def bedrock_exception(exception_type: str, message: str) -> bytes:
 
 
 def bedrock_stream(events: Events) -> bytes:
-    return b"".join(bedrock_chunk(d) for n, d in events if n != PAUSE)
+    return b"".join(bedrock_chunk(d) for n, d in events if n not in (PAUSE, BADJSON))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -299,6 +324,7 @@ class Recorded:
     headers: dict[str, str]
     body: dict[str, Any]
     scenario: str
+    closed_at: float | None = None  # `slow`: when the client connection was seen closed (time.monotonic)
 
 
 _AUTH_RE = re.compile(
@@ -326,6 +352,7 @@ class AnthropicFamilyEmulator:
         self.vertex_project = vertex_project
         self.requests: list[Recorded] = []
         self.token_refreshes = 0
+        self._slow_records: dict[int, Recorded] = {}  # id(request) → record, for the `slow` scenario
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -412,7 +439,26 @@ class AnthropicFamilyEmulator:
         return web.json_response(body, status=status, headers=headers)
 
     def _record(self, dialect: str, request: web.Request, model: str, body: dict[str, Any], scenario: str) -> None:
-        self.requests.append(Recorded(dialect, request.raw_path, model, dict(request.headers), body, scenario))
+        rec = Recorded(dialect, request.raw_path, model, dict(request.headers), body, scenario)
+        if scenario == "slow":
+            self._slow_records[id(request)] = rec
+        self.requests.append(rec)
+
+    async def _slow(self, request: web.Request, resp: web.StreamResponse, encode: Any) -> None:
+        """`slow`: a text delta every 50 ms until the client goes away; records when it did."""
+        rec = self._slow_records.pop(id(request))
+        for i in range(2400):
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                rec.closed_at = time.monotonic()
+                return
+            if i % 3 == 0:
+                try:
+                    await resp.write(encode(_text(0, f"tick{i // 3} ")[1]))
+                except ConnectionError:
+                    rec.closed_at = time.monotonic()
+                    return
+            await asyncio.sleep(0.0167)
 
     async def _sse(self, request: web.Request, events: Events, scenario: str) -> web.StreamResponse:
         resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream; charset=utf-8"})
@@ -422,7 +468,10 @@ class AnthropicFamilyEmulator:
                 if name == PAUSE:
                     await asyncio.sleep(float(data["s"]))
                     continue
-                await resp.write(sse_frame(name, data))
+                await resp.write(BADJSON_FRAME if name == BADJSON else sse_frame(name, data))
+            if scenario == "slow":
+                await self._slow(request, resp, lambda d: sse_frame("content_block_delta", d))
+                return resp
         except (ConnectionResetError, ConnectionError):
             return resp  # the client (tidegate) went away
         if scenario == "drop":
@@ -526,6 +575,9 @@ class AnthropicFamilyEmulator:
                 await asyncio.sleep(float(data["s"]))
                 continue
             await resp.write(bedrock_chunk(data))
+        if scenario == "slow":
+            await self._slow(request, resp, bedrock_chunk)
+            return resp
         if scenario == "exception":
             await resp.write(bedrock_exception("throttlingException", "Too many tokens, please wait."))
         elif scenario == "badcrc":

@@ -12,6 +12,9 @@ http-429[:retry_after], http-500, http-503, http-400, slow-first-byte:s, headers
 silence:s (two chunks, s seconds of nothing, then the rest), error-first, error-mid, error-late:s
 (headers, s seconds of nothing, then an error chunk), drop, no-done,
 invalid-json, oversize, slow[:interval] (a chunk every interval until the client goes away).
+parallel-tools (text, then two interleaved calls with the same names and arguments as the Anthropic
+emulator's `tools` scenario: the cross-provider conformance suite compares them), eof-mid (three
+chunks, then a clean end of the body: no finish chunk, no [DONE]).
 
 Every request is recorded (body, headers, the data payloads sent, when the client connection closed)
 and counted per scenario; `GET /_stats` returns the same as JSON.
@@ -347,6 +350,23 @@ class OpenAIUpstream:
             if usage_on:
                 await self._send(request, response, rec, self._usage_chunk(rec, model))
             await self._done(response, rec)
+        elif scenario == "parallel-tools":
+            call_a = {"index": 0, "id": "call_a", "type": "function", "function": {"name": "lookup", "arguments": ""}}
+            call_b = {"index": 1, "id": "call_b", "type": "function", "function": {"name": "weather", "arguments": ""}}
+            fragments = [(0, '{"q": "pa'), (1, '{"city": "Paris", '), (0, 'ris"}'), (1, '"days": 2}')]
+            payloads = [
+                chunk(rec, model, {"role": "assistant", "content": "Let me check."}),
+                chunk(rec, model, {"tool_calls": [call_a]}),
+                chunk(rec, model, {"tool_calls": [call_b]}),
+            ]
+            payloads += [
+                chunk(rec, model, {"tool_calls": [{"index": i, "function": {"arguments": a}}]}) for i, a in fragments
+            ]
+            payloads.append(chunk(rec, model, {}, "tool_calls"))
+            await send_all(payloads)
+            if usage_on:
+                await self._send(request, response, rec, self._usage_chunk(rec, model))
+            await self._done(response, rec)
         elif scenario in ("error-first", "error-mid", "error-late"):
             if scenario == "error-late" and not await self._sleep(request, rec, arg if arg is not None else 1.0):
                 raise _Closed
@@ -367,6 +387,11 @@ class OpenAIUpstream:
             if transport is not None:
                 transport.abort()
             raise _Closed
+        elif scenario == "eof-mid":  # a clean end of the body mid-answer: no finish chunk, no [DONE]
+            await send_all(self._text_chunks(rec, model)[:3], gap=0.05)
+            await asyncio.sleep(0.05)
+            rec.completed = True
+            await response.write_eof()
         elif scenario in ("invalid-json", "oversize"):
             await send_all(self._text_chunks(rec, model)[:3], gap=0.05)
             await asyncio.sleep(0.05)

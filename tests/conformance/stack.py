@@ -1,0 +1,170 @@
+"""One tidegate in front of every upstream kind: the emulators, the config and the per-kind routing.
+
+Shared by the conformance suite, the fault matrix and the seed-loop tests. A test names a provider
+*kind* and an emulator scenario; `route(kind, scenario)` says which provider entry and upstream model
+id reach that scenario (the OpenAI emulator reads the scenario from the model id, the Anthropic-family
+emulator from a `--<scenario>` suffix on it). Every kind has a second provider entry (`<name>-b`) so a
+fallback can be told apart from the first route in `X-Provider`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from emulators.anthropic_upstream import AnthropicFamilyEmulator
+from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from helpers import ServerProcess, sqlite_url, start_server
+
+REMOTE_KINDS = ("openai", "anthropic", "bedrock", "vertex")
+ALL_KINDS = (*REMOTE_KINDS, "local")
+
+# provider entry name per kind (the `-b` twin is the same upstream under another name)
+PROVIDER = {
+    "openai": "oai",
+    "anthropic": "claude",
+    "bedrock": "claude-bedrock",
+    "vertex": "claude-vertex",
+    "local": "local",
+}
+_BASE_MODEL = {
+    "anthropic": "claude-emu",
+    "bedrock": "anthropic.claude-emu-v1:0",
+    "vertex": "claude-emu@20250101",
+}
+LOCAL_MODEL = "smollm2-135m-instruct"
+
+# Faults after the commit point: fault → (emulator scenario per kind, the failure chunk's error.code).
+# The idle stall needs a tidegate with `upstream_idle_timeout_s` well under the 4-5 s of silence.
+FAULTS: dict[str, tuple[dict[str, str], str]] = {
+    "in-band-error": ({"openai": "error-mid", "bedrock": "exception", "default": "error"}, "upstream_error"),
+    "dropped-connection": ({"default": "drop"}, "upstream_error"),
+    "idle-stall": ({"openai": "silence:5", "default": "stall"}, "upstream_timeout"),
+    "truncated": ({"openai": "eof-mid", "default": "truncated"}, "upstream_error"),
+    "corrupt-data": ({"openai": "invalid-json", "bedrock": "badcrc", "default": "badjson"}, "upstream_protocol_error"),
+}
+FAULT_CASES = [(fault, kind) for fault in FAULTS for kind in REMOTE_KINDS]
+
+
+def fault_scenario(fault: str, kind: str) -> str:
+    table = FAULTS[fault][0]
+    return table.get(kind, table["default"])
+
+
+def route(kind: str, scenario: str, *, twin: bool = False) -> tuple[str, str]:
+    """(provider entry, upstream model id) that makes the emulator play `scenario` for `kind`."""
+    provider = PROVIDER[kind] + ("-b" if twin else "")
+    if kind == "local":
+        return provider, LOCAL_MODEL
+    if kind == "openai":
+        return provider, scenario
+    base = _BASE_MODEL[kind]
+    return provider, base if scenario == "text" else f"{base}--{scenario}"
+
+
+def public_id(kind: str, case: str) -> str:
+    return f"{kind}/{case}"
+
+
+def marker() -> str:
+    return f"mark-{uuid.uuid4().hex[:12]}"
+
+
+@dataclass
+class Stack:
+    """A running tidegate with both emulators behind it."""
+
+    server: ServerProcess
+    oai: OpenAIUpstream
+    anthropic: AnthropicFamilyEmulator
+
+    @property
+    def chat_url(self) -> str:
+        return self.server.base_url + "/v1/chat/completions"
+
+    def scenarios_seen(self, kind: str, mark: str) -> list[str]:
+        """The scenarios the upstream of `kind` played for requests whose body contains `mark`."""
+        if kind == "openai":
+            return [r.scenario for r in list(self.oai.requests) if mark in repr(r.body)]
+        return [r.scenario for r in list(self.anthropic.requests) if r.dialect == kind and mark in repr(r.body)]
+
+    def record(self, gid: str, until: str | None = None, timeout: float = 5.0) -> dict[str, Any]:
+        """The generation record, once it left `in_progress` (or reached `until`)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            r = httpx.get(f"{self.server.base_url}/api/v1/generations/{gid}", headers=self.server.headers)
+            assert r.status_code == 200, r.text
+            rec: dict[str, Any] = r.json()
+            done = rec["status"] == until if until else rec["status"] != "in_progress"
+            if done or time.monotonic() > deadline:
+                return rec
+            time.sleep(0.05)
+
+
+def _providers(oai: OpenAIUpstream, emu: AnthropicFamilyEmulator, idle: float | None) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for twin in ("", "-b"):
+        out["oai" + twin] = {"kind": "openai", "base_url": oai.base_url}
+        out["claude" + twin] = {"kind": "anthropic", "base_url": emu.base_url, "api_key_env": "EMU_ANTHROPIC_KEY"}
+        out["claude-bedrock" + twin] = {"kind": "bedrock", "region": emu.region, "endpoint_url": emu.base_url}
+        out["claude-vertex" + twin] = {
+            "kind": "vertex",
+            "region": "us-east5",
+            "project": emu.vertex_project,
+            "base_url": emu.base_url + "/v1",
+            "access_token_env": "EMU_VERTEX_TOKEN",
+        }
+    # one llama.cpp thread: on a shared 2-core machine, spinning thread barriers cost more than they give
+    out["local"] = {"kind": "local", "n_threads": 1}
+    if idle is not None:  # the local model loads on its first request: never give it a short idle timeout
+        out["local"]["upstream_idle_timeout_s"] = 60.0
+    return out
+
+
+def _env(emu: AnthropicFamilyEmulator, workdir: Path) -> dict[str, str]:
+    assert emu.aws.token is not None
+    return {
+        "EMU_ANTHROPIC_KEY": emu.api_key,
+        "EMU_VERTEX_TOKEN": emu.vertex_token,
+        "AWS_ACCESS_KEY_ID": emu.aws.access_key,
+        "AWS_SECRET_ACCESS_KEY": emu.aws.secret_key,
+        "AWS_SESSION_TOKEN": emu.aws.token,
+        "AWS_CONFIG_FILE": str(workdir / "no-aws-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(workdir / "no-aws-credentials"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+
+
+@contextmanager
+def running_stack(
+    workdir: Path,
+    models: dict[str, list[tuple[str, str]]],
+    *,
+    server: dict[str, Any] | None = None,
+) -> Iterator[Stack]:
+    """Both emulators and a tidegate serving `models` (public id → routes from `route(...)`)."""
+    oai = OpenAIUpstream().start()
+    emu = AnthropicFamilyEmulator().start()
+    srv: ServerProcess | None = None
+    try:
+        settings = server or {}
+        providers = _providers(oai, emu, settings.get("upstream_idle_timeout_s"))
+        config = tidegate_toml(sqlite_url(workdir), providers, models, server=settings)
+        srv = start_server(workdir, config, extra_env=_env(emu, workdir))
+        yield Stack(srv, oai, emu)
+    finally:
+        if srv is not None:
+            srv.stop()
+            log = srv.log()
+            assert emu.aws.token is not None
+            for secret in (emu.api_key, emu.vertex_token, emu.aws.secret_key, emu.aws.token):
+                assert secret not in log, "a credential reached the server log"
+        emu.stop()
+        oai.stop()
