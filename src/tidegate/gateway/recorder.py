@@ -49,7 +49,7 @@ class Recorder:
     _event_seq: int = 0
     _pending: list[tuple[str, int, bytes]] = field(default_factory=list)
     _flusher: LogFlusher | None = None
-    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _changed: asyncio.Event | None = None
 
     def start_flushing(self, flusher: LogFlusher) -> None:
         """From now on the shared flusher writes this generation's logs (its record is durable)."""
@@ -69,8 +69,16 @@ class Recorder:
                 self._pending[:0] = batch  # kept for the next round (or the final flush)
                 raise
 
+    @property
+    def keeps_logs(self) -> bool:
+        """Logs serve resume and replay, and both are reached only through the Idempotency-Key: a
+        generation without one keeps its record but writes no per-chunk logs (the hot path's cost)."""
+        return self.record.idempotency_key is not None
+
     def log_frames(self, data: bytes) -> None:
         """Record wire frames (one or more complete SSE events) as they are written."""
+        if not self.keeps_logs:
+            return
         for part in data.split(b"\n\n"):
             if part:
                 frame = part + b"\n\n"
@@ -79,18 +87,22 @@ class Recorder:
         self._notify()
 
     def log_json(self, body: bytes) -> None:
-        self._pending.append((LOG_JSON, 0, body))
+        if self.keeps_logs:
+            self._pending.append((LOG_JSON, 0, body))
 
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
+        if self._changed is not None:  # only when someone follows this generation live
+            self._changed.set()
+            self._changed = None
 
     async def wait_changed(self) -> None:
         if not self.closed:
+            if self._changed is None:
+                self._changed = asyncio.Event()
             await self._changed.wait()
 
     def observe(self, event: Event) -> None:
-        if not isinstance(event, RawFrame):
+        if self.keeps_logs and not isinstance(event, RawFrame):
             self._pending.append((LOG_EVENT, self._event_seq, encode_event(event)))
             self._event_seq += 1
         if isinstance(event, TextDelta):

@@ -315,6 +315,9 @@ class SQLiteStore:
 
         def _begin() -> BeginResult:
             db = self._db()
+            if record.idempotency_key is None:  # nothing to check: one autocommitted insert
+                db.execute(f"INSERT INTO generations ({_GEN_COLUMNS}) VALUES ({', '.join('?' * 20)})", params)
+                return BeginResult("created", record)
             db.execute("BEGIN IMMEDIATE")
             try:
                 if record.idempotency_key is not None:

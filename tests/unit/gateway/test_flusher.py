@@ -19,7 +19,9 @@ async def test_one_task_flushes_many_recorders(tmp_path: Path) -> None:
     flusher = LogFlusher(interval_s=0.05)
     recorders = []
     for i in range(20):
-        record = GenerationRecord(id=f"g{i}", key_id="k", model="m", door="chat", created_at=time.time())
+        record = GenerationRecord(
+            id=f"g{i}", key_id="k", model="m", door="chat", created_at=time.time(), idempotency_key=f"idem-{i}"
+        )
         await store.create_generation(record)
         rec = Recorder(store=store, record=record, messages=[], pricing=None)
         rec.start_flushing(flusher)
@@ -39,5 +41,24 @@ async def test_one_task_flushes_many_recorders(tmp_path: Path) -> None:
     await recorders[0].finish("completed")
     assert [s for s, _ in await store.read_log("g0", LOG_FRAME)] == [0, 1, 2]
     assert "g0" not in flusher._members
+    await flusher.aclose()
+    await store.close()
+
+
+async def test_generation_without_idempotency_key_writes_no_logs(tmp_path: Path) -> None:
+    store = SQLiteStore(f"sqlite:///{tmp_path / 't.db'}")
+    await store.open()
+    flusher = LogFlusher(interval_s=0.05)
+    record = GenerationRecord(id="plain", key_id="k", model="m", door="chat", created_at=time.time())
+    await store.create_generation(record)
+    rec = Recorder(store=store, record=record, messages=[], pricing=None)
+    rec.start_flushing(flusher)
+    rec.log_frames(b"id: 0\ndata: a\n\n")
+    rec.observe(TextDelta("hello"))
+    await rec.finish("completed")
+    assert await store.read_log("plain", LOG_FRAME) == []
+    assert await store.read_log("plain", LOG_EVENT) == []
+    stored = await store.get_generation("plain")
+    assert stored is not None and stored.output_text == "hello" and stored.status == "completed"
     await flusher.aclose()
     await store.close()
