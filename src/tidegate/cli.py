@@ -152,13 +152,22 @@ def keys_revoke(key: str, config_path: str | None) -> None:
 
 @main.command("check-config")
 @click.option("--config", "config_path", type=click.Path(), default=None)
-def check_config(config_path: str | None) -> None:
-    """Validate the config and print a summary."""
+@click.option("--no-probe", is_flag=True, help="only validate; do not try to reach the providers")
+def check_config(config_path: str | None, no_probe: bool) -> None:
+    """Validate the config, then report each provider's reachability (no generation is sent)."""
+    from .probe import probe
+
     config = _load(config_path)
     click.echo(f"config OK: {config.source}")
-    click.echo(f"  providers: {', '.join(f'{n} ({p.kind})' for n, p in config.providers.items()) or '-'}")
     click.echo(f"  models: {', '.join(config.models) or '-'}")
     click.echo(f"  store: {config.store.url.split('://')[0]}")
+    click.echo("  providers:")
+    for name, p in config.providers.items():
+        if no_probe:
+            click.echo(f"    {name} ({p.kind})")
+            continue
+        result = probe(p)
+        click.echo(f"    {name} ({p.kind}): {'ok' if result.ok else 'PROBLEM'}: {result.detail}")
 
 
 from .cli_client import chat, models_cmd, replay  # noqa: E402

@@ -63,7 +63,7 @@ class TurnView:
         self.wrote_reasoning = False
 
     def spin(self) -> None:
-        if not self.tty or self.wrote_text:
+        if not self.tty or self.wrote_text or self.wrote_reasoning:
             return
         self.frame += 1
         elapsed = time.monotonic() - self.started

@@ -14,7 +14,8 @@ id, else `text`. Every request is recorded (`emulator.requests`) so tests can as
 Scenarios: text, thinking, redacted, tools, stall, error, truncated, drop, exception and badcrc (Bedrock),
 maxtokens, 401/429/500/529/google429 (HTTP errors before the body), badjson (Anthropic and Vertex: a
 `data:` line that is not JSON mid-answer, then the normal ending), slow (a text delta every 50 ms until
-the client goes away; `Recorded.closed_at` is when the emulator saw the connection close).
+the client goes away; `Recorded.closed_at` is when the emulator saw the connection close), slowthink
+(thinking then text, each delta SLOW_PAUSE_S apart, ending normally: for progressive rendering).
 """
 
 from __future__ import annotations
@@ -100,8 +101,29 @@ SIGNATURE = "EqQBCkYIBxgCKkDsig-emu-1=="
 REDACTED_DATA = "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"
 
 
+SLOW_THINKING = ["Considering ", "the question ", "step by step."]
+SLOW_ANSWER = ["One ", "two ", "three ", "four ", "five ", "six ", "seven ", "eight."]
+SLOW_PAUSE_S = 0.15
+
+
+def _slowthink(model: str) -> Events:
+    events: Events = [
+        _start("msg_emu_slowthink", model, {"input_tokens": 30, "output_tokens": 1}),
+        _block_start(0, {"type": "thinking", "thinking": "", "signature": ""}),
+    ]
+    for piece in SLOW_THINKING:
+        events += [(PAUSE, {"s": SLOW_PAUSE_S}), _delta(0, {"type": "thinking_delta", "thinking": piece})]
+    events += [_delta(0, {"type": "signature_delta", "signature": SIGNATURE}), _block_stop(0)]
+    events.append(_block_start(1, {"type": "text", "text": ""}))
+    for piece in SLOW_ANSWER:
+        events += [(PAUSE, {"s": SLOW_PAUSE_S}), _text(1, piece)]
+    return [*events, _block_stop(1), _message_delta("end_turn", 20), STOP]
+
+
 def scenario_events(name: str, model: str) -> Events:
     """The scripted stream for a scenario (`PAUSE` entries make the emulator sleep there)."""
+    if name == "slowthink":
+        return _slowthink(model)
     if name == "thinking":
         return [
             _start("msg_emu_think", model, {"input_tokens": 30, "output_tokens": 1}),

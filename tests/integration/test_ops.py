@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -88,3 +90,36 @@ def test_check_config_names_bad_key(tmp_path: Path) -> None:
         text=True,
     )
     assert good.returncode == 0 and "local/smollm2" in good.stdout
+
+
+def test_check_config_reports_reachability_without_generating(tmp_path: Path) -> None:
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    dead_port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now
+    with OpenAIUpstream() as upstream:
+        config = tidegate_toml(
+            sqlite_url(tmp_path),
+            {
+                "up": {"kind": "openai", "base_url": upstream.base_url, "api_key_env": "PROBE_SECRET"},
+                "down": {"kind": "openai", "base_url": f"http://127.0.0.1:{dead_port}/v1"},
+                "local": {"kind": "local"},
+            },
+            {"m": [("up", "text")]},
+        )
+        path = tmp_path / "probe.toml"
+        path.write_text(config)
+        env = {**os.environ, "PROBE_SECRET": "sk-very-secret-value"}
+        out = subprocess.run(
+            [sys.executable, "-m", "tidegate", "check-config", "--config", str(path)],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        assert out.returncode == 0, out.stderr
+        lines = {ln.strip().split(" ")[0]: ln for ln in out.stdout.splitlines()}
+        assert "ok: reachable" in lines["up"] and "$PROBE_SECRET set" in lines["up"]
+        assert "PROBLEM: unreachable" in lines["down"] and "ConnectionRefusedError" in lines["down"]
+        assert "ok: model found" in lines["local"]
+        assert "sk-very-secret-value" not in out.stdout + out.stderr
+        assert upstream.requests == []  # reachability only: no generation was sent

@@ -8,7 +8,8 @@ from ..providers.base import ChatProvider
 from ..providers.embeddings import EmbeddingProvider, build_embedding_provider
 
 
-def build_provider(config: ProviderConfig) -> ChatProvider:
+def build_provider(config: ProviderConfig, connect_timeout_s: float = 10.0) -> ChatProvider:
+    """The provider of `config.kind`; HTTP kinds get one connection pool each (`server.connect_timeout_s`)."""
     if config.kind == "local":
         from ..providers.local import LocalProvider
 
@@ -16,19 +17,19 @@ def build_provider(config: ProviderConfig) -> ChatProvider:
     if config.kind == "openai":
         from ..providers.openai import build_openai_provider
 
-        return build_openai_provider(config)
+        return build_openai_provider(config, connect_timeout_s)
     if config.kind == "anthropic":
         from ..providers.anthropic import anthropic_provider
 
-        return anthropic_provider(config)
+        return anthropic_provider(config, connect_timeout_s)
     if config.kind == "bedrock":
         from ..providers.bedrock import bedrock_provider
 
-        return bedrock_provider(config)
+        return bedrock_provider(config, connect_timeout_s)
     if config.kind == "vertex":
         from ..providers.vertex import vertex_provider
 
-        return vertex_provider(config)
+        return vertex_provider(config, connect_timeout_s)
     raise NoProviderAvailable(f"provider kind {config.kind!r} is not available in this build")
 
 
@@ -42,7 +43,7 @@ class Router:
     def provider(self, name: str) -> ChatProvider:
         p = self._providers.get(name)
         if p is None:
-            p = build_provider(self.config.providers[name])
+            p = build_provider(self.config.providers[name], self.config.server.connect_timeout_s)
             self._providers[name] = p
         return p
 

@@ -302,5 +302,5 @@ class AnthropicAdapter:
         return anthropic_failure(status, headers, body, self.name)
 
 
-def anthropic_provider(config: ProviderConfig) -> HttpProvider:
-    return HttpProvider(config.name, config.kind, AnthropicAdapter(config))
+def anthropic_provider(config: ProviderConfig, connect_timeout_s: float = 10.0) -> HttpProvider:
+    return HttpProvider(config.name, config.kind, AnthropicAdapter(config), connect_timeout_s)

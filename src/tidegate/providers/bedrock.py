@@ -190,5 +190,5 @@ class BedrockAdapter:
         return bedrock_failure(status, headers, body, self.name)
 
 
-def bedrock_provider(config: ProviderConfig) -> HttpProvider:
-    return HttpProvider(config.name, config.kind, BedrockAdapter(config))
+def bedrock_provider(config: ProviderConfig, connect_timeout_s: float = 10.0) -> HttpProvider:
+    return HttpProvider(config.name, config.kind, BedrockAdapter(config), connect_timeout_s)

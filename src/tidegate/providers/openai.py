@@ -260,6 +260,26 @@ def _tool_call(call: dict[str, Any]) -> ToolCallDelta:
     )
 
 
+def chat_body(r: GenerationRequest) -> dict[str, Any]:
+    """A Chat Completions body from a canonical request (messages and tools are already chat-shaped)."""
+    body: dict[str, Any] = {"messages": r.messages}
+    optional: dict[str, Any] = {
+        "max_tokens": r.max_tokens,
+        "temperature": r.temperature,
+        "top_p": r.top_p,
+        "stop": r.stop or None,
+        "tools": r.tools,
+        "tool_choice": r.tool_choice,
+        "parallel_tool_calls": r.parallel_tool_calls,
+        "seed": r.seed,
+        "user": r.user,
+        "response_format": r.response_format,
+        "reasoning_effort": r.reasoning.effort if r.reasoning else None,
+    }
+    body.update({k: v for k, v in optional.items() if v is not None})
+    return body
+
+
 class OpenAIAdapter:
     """The pure half of the `openai` kind (no I/O)."""
 
@@ -277,7 +297,9 @@ class OpenAIAdapter:
         return os.environ.get(self.api_key_env) or None
 
     def build_body(self, request: GenerationRequest, served_model: str) -> dict[str, Any]:
-        body = dict(request.raw_body)
+        # The chat door forwards the client's own body (unknown fields too); the other doors (responses,
+        # native) arrive as a canonical request and are written out as a chat body.
+        body = dict(request.raw_body) if request.raw_body else chat_body(request)
         body["model"] = served_model
         body["stream"] = True
         if body.get("stream_options") is None:

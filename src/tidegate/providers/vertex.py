@@ -154,5 +154,5 @@ class VertexAdapter:
         return vertex_failure(status, headers, body, self.name)
 
 
-def vertex_provider(config: ProviderConfig) -> HttpProvider:
-    return HttpProvider(config.name, config.kind, VertexAdapter(config))
+def vertex_provider(config: ProviderConfig, connect_timeout_s: float = 10.0) -> HttpProvider:
+    return HttpProvider(config.name, config.kind, VertexAdapter(config), connect_timeout_s)

@@ -1,0 +1,169 @@
+"""CONTRACT §7 against a counting upstream: one key, one upstream request; kill; tenants; the seed's curl."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+
+from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from helpers import RawStream, ServerProcess, sqlite_url, start_server, stream_sse
+
+CHAT = "/v1/chat/completions"
+HI = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[OpenAIUpstream]:
+    with OpenAIUpstream() as emu:
+        yield emu
+
+
+def _config(workdir: Path, upstream: OpenAIUpstream) -> str:
+    return tidegate_toml(
+        sqlite_url(workdir),
+        {"emu": {"kind": "openai", "base_url": upstream.base_url}},
+        {"m/text": [("emu", "text")], "m/slowish": [("emu", "silence:1.0")], "m/endless": [("emu", "slow:0.05")]},
+    )
+
+
+@pytest.fixture(scope="module")
+def server(upstream: OpenAIUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    workdir = tmp_path_factory.mktemp("durability")
+    srv = start_server(workdir, _config(workdir, upstream))
+    yield srv
+    srv.stop()
+
+
+def _key(server: ServerProcess) -> str:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tidegate",
+            "keys",
+            "create",
+            "--name",
+            uuid.uuid4().hex[:8],
+            "--config",
+            str(server.config_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=server.env,
+        cwd=server.workdir,
+    )
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_same_key_sequential_reaches_upstream_once(server: ServerProcess, upstream: OpenAIUpstream) -> None:
+    h = {**server.headers, "Idempotency-Key": uuid.uuid4().hex}
+    before = len(upstream.for_model("text"))
+    first = stream_sse(server.base_url + CHAT, {"model": "m/text", "stream": True, "messages": HI}, h)
+    second = stream_sse(server.base_url + CHAT, {"model": "m/text", "stream": True, "messages": HI}, h)
+    assert first.done and second.done and second.raw == first.raw
+    assert len(upstream.for_model("text")) - before == 1
+
+
+def test_same_key_concurrent_reaches_upstream_once(server: ServerProcess, upstream: OpenAIUpstream) -> None:
+    h = {**server.headers, "Idempotency-Key": uuid.uuid4().hex}
+    body = {"model": "m/slowish", "stream": False, "messages": HI}
+    before = len(upstream.for_model("silence:1.0"))
+    with concurrent.futures.ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(lambda _: httpx.post(server.base_url + CHAT, json=body, headers=h), range(6)))
+    statuses = sorted(r.status_code for r in results)
+    assert statuses.count(200) >= 1 and set(statuses) <= {200, 409}
+    assert all(r.headers["retry-after"] for r in results if r.status_code == 409)
+    assert len({r.headers["x-generation-id"] for r in results}) == 1
+    assert len(upstream.for_model("silence:1.0")) - before == 1
+
+
+def test_another_api_key_cannot_replay(server: ServerProcess) -> None:
+    idem = uuid.uuid4().hex
+    resp = httpx.post(
+        server.base_url + CHAT,
+        json={"model": "m/text", "messages": HI},
+        headers={**server.headers, "Idempotency-Key": idem},
+    )
+    assert resp.status_code == 200
+    other = _key(server)
+    replay = httpx.post(
+        server.base_url + "/api/v1/llm/responses/replay",
+        headers={"Authorization": f"Bearer {other}", "Idempotency-Key": idem},
+    )
+    assert replay.status_code == 404 and replay.json()["error"]["code"] == "generation_not_found"
+
+
+def test_seed_curl_replay_command_verbatim(server: ServerProcess) -> None:
+    idem = uuid.uuid4().hex
+    resp = httpx.post(
+        server.base_url + CHAT,
+        json={"model": "m/text", "messages": HI},
+        headers={**server.headers, "Idempotency-Key": idem},
+    )
+    assert resp.status_code == 200
+    # The seed's command, with only the base URL changed:
+    command = (
+        f"curl -X POST {server.base_url}/api/v1/llm/responses/replay \\\n"
+        '  -H "Authorization: Bearer $KENDR_API_KEY" \\\n'
+        '  -H "Idempotency-Key: YOUR_ORIGINAL_REQUEST_ID"'
+    ).replace("YOUR_ORIGINAL_REQUEST_ID", idem)
+    out = subprocess.run(
+        ["bash", "-c", command + " -s"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KENDR_API_KEY": server.key},
+        check=True,
+    )
+    result = orjson.loads(out.stdout)
+    assert result["status"] == "completed" and result["output_text"] == "Hello, world \u00e9\u2713!"
+
+
+def test_kill_mid_stream_then_replay_502_interrupted_with_prefix(upstream: OpenAIUpstream, tmp_path: Path) -> None:
+    srv = start_server(tmp_path, _config(tmp_path, upstream))
+    idem = uuid.uuid4().hex
+    before = len(upstream.for_model("slow:0.05"))
+    try:
+        stream = RawStream(
+            srv.base_url,
+            CHAT,
+            {"model": "m/endless", "stream": True, "messages": HI},
+            {**srv.headers, "Idempotency-Key": idem},
+        )
+        events = stream.read_events(12)
+        time.sleep(0.6)  # everything sent > 250 ms before the crash is flushed
+        os.kill(srv.proc.pid, signal.SIGKILL)
+        srv.proc.wait()
+        events = stream.read_events(10**6, timeout=5)  # whatever reached the client before the crash
+        stream.close()
+    finally:
+        srv.kill()
+    seen = "".join(
+        (c["choices"][0]["delta"].get("content") or "")
+        for c in (orjson.loads(e.data) for e in events if e.data.startswith("{"))
+        if c.get("choices")
+    )
+    port = int(srv.base_url.rsplit(":", 1)[1])
+    restarted = start_server(tmp_path, _config(tmp_path, upstream), port=port)
+    try:
+        resp = httpx.post(
+            restarted.base_url + "/api/v1/llm/responses/replay", headers={**restarted.headers, "Idempotency-Key": idem}
+        )
+        assert resp.status_code == 502
+        body = resp.json()
+        assert body["status"] == "interrupted" and body["error"]["code"] == "interrupted"
+        assert body["partial_output"] and seen.startswith(body["partial_output"])
+    finally:
+        restarted.stop()
+    assert len(upstream.for_model("slow:0.05")) - before == 1
