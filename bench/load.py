@@ -20,6 +20,7 @@ import re
 import resource
 import sys
 import time
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,6 +83,13 @@ class Run:
     open_now: int = 0
     max_open: int = 0
     started: int = 0
+
+
+def with_key(args: argparse.Namespace, headers: dict[str, str]) -> dict[str, str]:
+    """`--idempotency-keys`: a fresh Idempotency-Key per request (tidegate then logs every frame)."""
+    if not args.idempotency_keys:
+        return headers
+    return {**headers, "idempotency-key": uuid.uuid4().hex}
 
 
 def request_parts(args: argparse.Namespace, stream: bool) -> tuple[str, bytes, dict[str, str]]:
@@ -210,7 +218,7 @@ async def stream_workers(session: aiohttp.ClientSession, run: Run) -> None:
 
     async def guarded() -> None:
         async with sem:
-            await one_stream(session, run, url, body, headers)
+            await one_stream(session, run, url, body, with_key(args, headers))
 
     tasks = []
     for i in range(total):
@@ -231,7 +239,7 @@ async def complete_workers(session: aiohttp.ClientSession, run: Run) -> None:
     async def worker() -> None:
         while time.perf_counter() < deadline:
             run.started += 1
-            await one_completion(session, run, url, body, headers)
+            await one_completion(session, run, url, body, with_key(args, headers))
 
     await asyncio.gather(*(worker() for _ in range(args.concurrency)))
 
@@ -335,6 +343,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--timeout", type=float, default=300.0, help="stop everything after this many seconds")
     ap.add_argument("--watch", type=parse_watch, action="append", default=[], metavar="NAME=PID")
     ap.add_argument("--per-stream", action="store_true", help="include one row per stream")
+    ap.add_argument("--idempotency-keys", action="store_true", help="send a fresh Idempotency-Key per request")
     ap.add_argument("--out", default="-")
     args = ap.parse_args(argv)
     if not args.url.startswith(("http://127.", "http://localhost")):

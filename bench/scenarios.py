@@ -74,6 +74,7 @@ def load(
     mode: str = "stream",
     duration: float = 0.0,
     timeout: float = 300.0,
+    idempotency_keys: bool = False,
 ) -> dict[str, Any] | None:
     if target.gateway and route not in target.routes:
         return None
@@ -102,6 +103,8 @@ def load(
         args += ["--ramp-per-s", str(ramp)]
     if duration:
         args += ["--duration", str(duration)]
+    if idempotency_keys:
+        args += ["--idempotency-keys"]
     if target.gateway:
         args += ["--watch", f"gw={target.service.pid}"]
     load_before = os.getloadavg()
@@ -376,30 +379,43 @@ def store(ctx: Ctx) -> list[Row]:
     """Recorder cost: the same tidegate with its store on a SQLite file vs SQLite in memory.
 
     tidegate has no switch that turns the recorder off, so this isolates the store's I/O cost only.
+    Every request carries a fresh Idempotency-Key: the worst case, where each frame and each canonical
+    event is logged for resume and replay (without a key only the record is written).
     `ctx.targets` are the two tidegate instances, named `store-file` and `store-memory`.
     """
     rows: list[Row] = []
     c, n = (4, 8) if ctx.quick else (16, 32)
-    v = f"passthrough, c={c}, 2000 chunks unpaced"
+    v = f"passthrough + Idempotency-Key, c={c}, 2000 chunks unpaced"
     res = collect(
         ctx,
         "store",
         v,
         {"cps": lambda o: o.get("content_per_s"), "cpu": cpu_us_per_chunk},
-        lambda t: load(ctx, t, "store", v, "bench-2000x0", concurrency=c, requests=n, timeout=600),
+        lambda t: load(
+            ctx, t, "store", v, "bench-2000x0", concurrency=c, requests=n, timeout=600, idempotency_keys=True
+        ),
     )
     cps = Row("store", v, "chunks/s", "1/s", res["cps"], compare="ratio", budget="file ≥ 0.95 × memory")
     cps.ok = check(ratio(res["cps"], "store-file", "store-memory"), 0.95, lower_is_better=False)
     rows += [cps, Row("store", v, "CPU per chunk", "µs", res["cpu"], compare="ratio")]
     duration = 2.0 if ctx.quick else 5.0
-    v2 = f"non-stream, c=8, {duration:g} s closed loop"
+    v2 = f"non-stream + Idempotency-Key, c=8, {duration:g} s closed loop"
     res2 = collect(
         ctx,
         "store",
         v2,
         {"rps": lambda o: o.get("requests_per_s"), "p99": _p("latency_ms", "p99")},
         lambda t: load(
-            ctx, t, "store", v2, "bench-20x0", concurrency=8, mode="complete", duration=duration, timeout=duration + 60
+            ctx,
+            t,
+            "store",
+            v2,
+            "bench-20x0",
+            concurrency=8,
+            mode="complete",
+            duration=duration,
+            timeout=duration + 60,
+            idempotency_keys=True,
         ),
     )
     rps = Row("store", v2, "requests/s", "1/s", res2["rps"], compare="ratio", budget="file ≥ 0.95 × memory")
