@@ -6,7 +6,7 @@ import asyncio
 import os
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 
 from ..config import Config, ModelConfig
@@ -47,7 +47,7 @@ class Generation:
     def record(self) -> GenerationRecord:
         return self.recorder.record
 
-    def items(self) -> AsyncIterator[RelayItem]:
+    def items(self) -> AsyncGenerator[RelayItem, None]:
         return self.relay.run()
 
     async def complete(self) -> GenerationRecord:

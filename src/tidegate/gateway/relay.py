@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -123,7 +123,7 @@ class Relay:
         self.served_model: str | None = None
         self._route_done = False
 
-    async def run(self) -> AsyncIterator[RelayItem]:
+    async def run(self) -> AsyncGenerator[RelayItem, None]:
         for provider, route in self.routes:
             self.attempts += 1
             self._route_done = False

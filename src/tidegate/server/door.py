@@ -9,6 +9,8 @@ the terminal frame goes out, failures before the commit as JSON errors, after it
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -108,6 +110,8 @@ async def serve_generation(req: Request, state: AppState, key: ApiKey, spec: Doo
                 await drive_json(req, gen, spec.make_json(gen))
     finally:
         state.gateway.release(gen.id)
+        if not gen.recorder.closed:  # a bug or a cancelled task ended the door early: never leave it running
+            await asyncio.shield(gen.fail({"code": "upstream_error", "message": "the gateway ended the request"}))
 
 
 async def drive_stream(
@@ -122,21 +126,22 @@ async def drive_stream(
 
     failure: Failed | None = None
     try:
-        async for item in gen.items():
-            if isinstance(item, Committed):
-                await req.start(200, SSE_CONTENT_TYPE, {**provider_headers(item), **headers})
-                await write(writer.begin(item))
-                continue
-            if item is KEEPALIVE:
-                await write(writer.keepalive_tick())
-                await req.write(keepalive)
-                continue
-            event: Event = item  # type: ignore[assignment]
-            gen.recorder.observe(event)
-            if isinstance(event, Failed):
-                failure = event
-                break
-            await write(writer.event(event))
+        async with contextlib.aclosing(gen.items()) as items:
+            async for item in items:
+                if isinstance(item, Committed):
+                    await req.start(200, SSE_CONTENT_TYPE, {**provider_headers(item), **headers})
+                    await write(writer.begin(item))
+                    continue
+                if item is KEEPALIVE:
+                    await write(writer.keepalive_tick())
+                    await req.write(keepalive)
+                    continue
+                event: Event = item  # type: ignore[assignment]
+                gen.recorder.observe(event)
+                if isinstance(event, Failed):
+                    failure = event
+                    break
+                await write(writer.event(event))
     except TidegateError as exc:
         if not req.started:
             await gen.fail({"code": exc.error_code, "message": exc.message})
@@ -160,20 +165,21 @@ async def drive_stream(
 async def drive_json(req: Request, gen: Generation, builder: JsonBuilder) -> None:
     committed: Committed | None = None
     try:
-        async for item in gen.items():
-            if isinstance(item, Committed):
-                committed = item
-                builder.reset()
-                continue
-            if item is KEEPALIVE:
-                continue
-            event: Event = item  # type: ignore[assignment]
-            gen.recorder.observe(event)
-            if isinstance(event, Failed):
-                await gen.fail(event)
-                await req.respond_error(as_error(event), provider_headers(committed) if committed else {})
-                return
-            builder.add(event)
+        async with contextlib.aclosing(gen.items()) as items:
+            async for item in items:
+                if isinstance(item, Committed):
+                    committed = item
+                    builder.reset()
+                    continue
+                if item is KEEPALIVE:
+                    continue
+                event: Event = item  # type: ignore[assignment]
+                gen.recorder.observe(event)
+                if isinstance(event, Failed):
+                    await gen.fail(event)
+                    await req.respond_error(as_error(event), provider_headers(committed) if committed else {})
+                    return
+                builder.add(event)
     except TidegateError as exc:
         await gen.fail({"code": exc.error_code, "message": exc.message})
         await req.respond_error(exc, {"x-provider-attempts": str(gen.relay.attempts)})
