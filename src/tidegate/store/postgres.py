@@ -13,7 +13,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg  # type: ignore[import-untyped]
 import orjson
 
-from .base import ApiKey, BeginResult, GenerationRecord, Usage
+from .base import ApiKey, BeginResult, GenerationRecord
+from .rows import GEN_COLUMNS, key_from_row, record_from_row, record_params
 
 _SCHEMA_LOCK = 0x7469_6465_6761_7465  # "tidegate": one lock id serialises concurrent `open()` DDL
 
@@ -69,10 +70,7 @@ CREATE TABLE IF NOT EXISTS generation_log (
 );
 """
 
-_GEN_COLUMNS = (
-    "id, key_id, model, door, created_at, status, idempotency_key, request_hash, provider, served_model, "
-    "attempts, finish_reason, usage, usage_estimated, cost, output_text, error, ttft_ms, duration_ms, owner"
-)
+_GEN_COLUMNS = GEN_COLUMNS
 _GEN_NAMES = [c.strip() for c in _GEN_COLUMNS.split(",")]
 _INSERT_GEN = f"INSERT INTO generations ({_GEN_COLUMNS}) VALUES ({', '.join(f'${i + 1}' for i in range(20))})"
 _UPDATE_GEN = (
@@ -100,74 +98,10 @@ def _quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _gen_params(r: GenerationRecord) -> tuple[Any, ...]:
-    u = r.usage
-    usage = {
-        "prompt_tokens": u.prompt_tokens,
-        "completion_tokens": u.completion_tokens,
-        "total_tokens": u.total_tokens,
-        "reasoning_tokens": u.reasoning_tokens,
-        "cached_tokens": u.cached_tokens,
-    }
-    return (
-        r.id,
-        r.key_id,
-        r.model,
-        r.door,
-        float(r.created_at),
-        r.status,
-        r.idempotency_key,
-        r.request_hash,
-        r.provider,
-        r.served_model,
-        r.attempts,
-        r.finish_reason,
-        orjson.dumps(usage).decode(),
-        r.usage_estimated,
-        float(r.cost),
-        r.output_text.replace("\x00", "\ufffd"),  # PostgreSQL text cannot hold NUL
-        orjson.dumps(r.error).decode() if r.error is not None else None,
-        r.ttft_ms,
-        r.duration_ms,
-        r.owner,
-    )
-
-
-def _gen_row(row: Any) -> GenerationRecord:
-    return GenerationRecord(
-        id=row[0],
-        key_id=row[1],
-        model=row[2],
-        door=row[3],
-        created_at=row[4],
-        status=row[5],
-        idempotency_key=row[6],
-        request_hash=row[7],
-        provider=row[8],
-        served_model=row[9],
-        attempts=row[10],
-        finish_reason=row[11],
-        usage=Usage(**orjson.loads(row[12])),
-        usage_estimated=bool(row[13]),
-        cost=row[14],
-        output_text=row[15],
-        error=orjson.loads(row[16]) if row[16] is not None else None,
-        ttft_ms=row[17],
-        duration_ms=row[18],
-        owner=row[19],
-    )
-
-
-def _key_row(row: Any) -> ApiKey:
-    return ApiKey(
-        id=row[0],
-        name=row[1],
-        secret_hash=row[2],
-        created_at=row[3],
-        credits=row[4],
-        spent=row[5],
-        revoked=bool(row[6]),
-    )
+def _params(r: GenerationRecord) -> tuple[Any, ...]:
+    params = list(record_params(r))
+    params[15] = r.output_text.replace("\x00", "\ufffd")  # PostgreSQL text cannot hold NUL
+    return tuple(params)
 
 
 def _count(status: str) -> int:
@@ -227,11 +161,11 @@ class PostgresStore:
 
     async def find_key_by_hash(self, secret_hash: str) -> ApiKey | None:
         row = await self.pool.fetchrow(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE secret_hash = $1", secret_hash)
-        return _key_row(row) if row is not None else None
+        return key_from_row(row) if row is not None else None
 
     async def list_keys(self) -> list[ApiKey]:
         rows = await self.pool.fetch(f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY created_at, id")
-        return [_key_row(r) for r in rows]
+        return [key_from_row(r) for r in rows]
 
     async def revoke_key(self, key_id_or_name: str) -> bool:
         status = await self.pool.execute(
@@ -247,14 +181,14 @@ class PostgresStore:
 
     # --- generations ------------------------------------------------------------------------------
     async def create_generation(self, record: GenerationRecord) -> None:
-        await self.pool.execute(_INSERT_GEN, *_gen_params(record))
+        await self.pool.execute(_INSERT_GEN, *_params(record))
 
     async def update_generation(self, record: GenerationRecord) -> None:
-        await self.pool.execute(_UPDATE_GEN, *_gen_params(record))
+        await self.pool.execute(_UPDATE_GEN, *_params(record))
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None:
         row = await self.pool.fetchrow(_SELECT_GEN, generation_id)
-        return _gen_row(row) if row is not None else None
+        return record_from_row(row) if row is not None else None
 
     async def mark_interrupted(self, owner: str) -> int:
         status = await self.pool.execute(
@@ -267,7 +201,7 @@ class PostgresStore:
 
     # --- idempotency and logs ---------------------------------------------------------------------
     async def begin_generation(self, record: GenerationRecord) -> BeginResult:
-        params = _gen_params(record)
+        params = _params(record)
         if record.idempotency_key is None:
             await self.pool.execute(_INSERT_GEN, *params)
             return BeginResult("created", record)
@@ -286,7 +220,7 @@ class PostgresStore:
             if row is not None:
                 found = await conn.fetchrow(_SELECT_GEN, row[0])
                 if found is not None:
-                    existing = _gen_row(found)
+                    existing = record_from_row(found)
                     if row[1] != record.request_hash:
                         return BeginResult("mismatch", existing)
                     if existing.status in ("in_progress", "completed"):
@@ -312,7 +246,7 @@ class PostgresStore:
             key_id,
             idempotency_key,
         )
-        return _gen_row(row) if row is not None else None
+        return record_from_row(row) if row is not None else None
 
     async def append_log(self, generation_id: str, entries: list[tuple[str, int, bytes]]) -> None:
         if not entries:

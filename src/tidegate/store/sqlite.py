@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 from . import logpack
-from .base import ApiKey, BeginResult, GenerationRecord, Usage
+from .base import ApiKey, BeginResult, GenerationRecord
+from .rows import GEN_COLUMNS, key_from_row, record_from_row, record_params
 
 T = TypeVar("T")
 
@@ -66,10 +66,7 @@ CREATE TABLE IF NOT EXISTS generation_log_batches (
 );
 """
 
-_GEN_COLUMNS = (
-    "id, key_id, model, door, created_at, status, idempotency_key, request_hash, provider, served_model, "
-    "attempts, finish_reason, usage, usage_estimated, cost, output_text, error, ttft_ms, duration_ms, owner"
-)
+_GEN_COLUMNS = GEN_COLUMNS
 
 
 def _path_from_url(url: str) -> str:
@@ -128,18 +125,6 @@ class SQLiteStore:
             return False
 
     # --- keys -------------------------------------------------------------------------------------
-    @staticmethod
-    def _key_row(row: tuple[Any, ...]) -> ApiKey:
-        return ApiKey(
-            id=row[0],
-            name=row[1],
-            secret_hash=row[2],
-            created_at=row[3],
-            credits=row[4],
-            spent=row[5],
-            revoked=bool(row[6]),
-        )
-
     def create_key_sync(self, key: ApiKey) -> None:
         self._db().execute(
             "INSERT INTO api_keys (id, name, secret_hash, created_at, credits, spent, revoked)"
@@ -161,7 +146,7 @@ class SQLiteStore:
                 )
                 .fetchone()
             )
-            return self._key_row(row) if row else None
+            return key_from_row(row) if row else None
 
         result: ApiKey | None = await self._run(_find)
         return result
@@ -174,7 +159,7 @@ class SQLiteStore:
             )
             .fetchall()
         )
-        return [self._key_row(r) for r in rows]
+        return [key_from_row(r) for r in rows]
 
     async def list_keys(self) -> list[ApiKey]:
         result: list[ApiKey] = await self._run(self.list_keys_sync)
@@ -204,68 +189,8 @@ class SQLiteStore:
         await self._run(_add)
 
     # --- generations ------------------------------------------------------------------------------
-    @staticmethod
-    def _gen_params(r: GenerationRecord) -> tuple[Any, ...]:
-        u = r.usage
-        usage = json.dumps(
-            {
-                "prompt_tokens": u.prompt_tokens,
-                "completion_tokens": u.completion_tokens,
-                "total_tokens": u.total_tokens,
-                "reasoning_tokens": u.reasoning_tokens,
-                "cached_tokens": u.cached_tokens,
-            }
-        )
-        return (
-            r.id,
-            r.key_id,
-            r.model,
-            r.door,
-            r.created_at,
-            r.status,
-            r.idempotency_key,
-            r.request_hash,
-            r.provider,
-            r.served_model,
-            r.attempts,
-            r.finish_reason,
-            usage,
-            int(r.usage_estimated),
-            r.cost,
-            r.output_text,
-            json.dumps(r.error) if r.error is not None else None,
-            r.ttft_ms,
-            r.duration_ms,
-            r.owner,
-        )
-
-    @staticmethod
-    def _gen_row(row: tuple[Any, ...]) -> GenerationRecord:
-        return GenerationRecord(
-            id=row[0],
-            key_id=row[1],
-            model=row[2],
-            door=row[3],
-            created_at=row[4],
-            status=row[5],
-            idempotency_key=row[6],
-            request_hash=row[7],
-            provider=row[8],
-            served_model=row[9],
-            attempts=row[10],
-            finish_reason=row[11],
-            usage=Usage(**json.loads(row[12])),
-            usage_estimated=bool(row[13]),
-            cost=row[14],
-            output_text=row[15],
-            error=json.loads(row[16]) if row[16] else None,
-            ttft_ms=row[17],
-            duration_ms=row[18],
-            owner=row[19],
-        )
-
     async def create_generation(self, record: GenerationRecord) -> None:
-        params = self._gen_params(record)
+        params = record_params(record)
 
         def _insert() -> None:
             self._db().execute(f"INSERT INTO generations ({_GEN_COLUMNS}) VALUES ({', '.join('?' * 20)})", params)
@@ -273,7 +198,7 @@ class SQLiteStore:
         await self._run(_insert)
 
     async def update_generation(self, record: GenerationRecord) -> None:
-        params = self._gen_params(record)
+        params = record_params(record)
 
         def _update() -> None:
             cols = [c.strip() for c in _GEN_COLUMNS.split(",")][1:]
@@ -287,7 +212,7 @@ class SQLiteStore:
             row = (
                 self._db().execute(f"SELECT {_GEN_COLUMNS} FROM generations WHERE id = ?", (generation_id,)).fetchone()
             )
-            return self._gen_row(row) if row else None
+            return record_from_row(row) if row else None
 
         result: GenerationRecord | None = await self._run(_get)
         return result
@@ -308,10 +233,10 @@ class SQLiteStore:
     # --- idempotency and logs ---------------------------------------------------------------------
     def _get_sync(self, generation_id: str) -> GenerationRecord | None:
         row = self._db().execute(f"SELECT {_GEN_COLUMNS} FROM generations WHERE id = ?", (generation_id,)).fetchone()
-        return self._gen_row(row) if row else None
+        return record_from_row(row) if row else None
 
     async def begin_generation(self, record: GenerationRecord) -> BeginResult:
-        params = self._gen_params(record)
+        params = record_params(record)
 
         def _begin() -> BeginResult:
             db = self._db()

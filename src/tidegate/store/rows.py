@@ -1,0 +1,80 @@
+"""The column layout of records and keys shared by the SQL stores (SQLite, PostgreSQL)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+import orjson
+
+from .base import ApiKey, GenerationRecord, Usage
+
+GEN_COLUMNS = (
+    "id, key_id, model, door, created_at, status, idempotency_key, request_hash, provider, served_model, "
+    "attempts, finish_reason, usage, usage_estimated, cost, output_text, error, ttft_ms, duration_ms, owner"
+)
+GEN_COUNT = 20
+KEY_COLUMNS = "id, name, secret_hash, created_at, credits, spent, revoked"
+
+
+def record_params(r: GenerationRecord) -> tuple[Any, ...]:
+    """The record as GEN_COLUMNS values; `usage` and `error` as JSON text."""
+    return (
+        r.id,
+        r.key_id,
+        r.model,
+        r.door,
+        float(r.created_at),
+        r.status,
+        r.idempotency_key,
+        r.request_hash,
+        r.provider,
+        r.served_model,
+        r.attempts,
+        r.finish_reason,
+        orjson.dumps(asdict(r.usage)).decode(),
+        r.usage_estimated,
+        float(r.cost),
+        r.output_text,
+        orjson.dumps(r.error).decode() if r.error is not None else None,
+        r.ttft_ms,
+        r.duration_ms,
+        r.owner,
+    )
+
+
+def record_from_row(row: Any) -> GenerationRecord:
+    return GenerationRecord(
+        id=row[0],
+        key_id=row[1],
+        model=row[2],
+        door=row[3],
+        created_at=row[4],
+        status=row[5],
+        idempotency_key=row[6],
+        request_hash=row[7],
+        provider=row[8],
+        served_model=row[9],
+        attempts=row[10],
+        finish_reason=row[11],
+        usage=Usage(**orjson.loads(row[12])),
+        usage_estimated=bool(row[13]),
+        cost=row[14],
+        output_text=row[15],
+        error=orjson.loads(row[16]) if row[16] else None,
+        ttft_ms=row[17],
+        duration_ms=row[18],
+        owner=row[19],
+    )
+
+
+def key_from_row(row: Any) -> ApiKey:
+    return ApiKey(
+        id=row[0],
+        name=row[1],
+        secret_hash=row[2],
+        created_at=row[3],
+        credits=row[4],
+        spent=row[5],
+        revoked=bool(row[6]),
+    )
