@@ -30,11 +30,10 @@ from ..events import Finished as FinishedEvent
 from ..request import GenerationRequest
 from ..sse import SSEDecoder
 from .anthropic_request import messages_body
-from .transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, retry_after_seconds
+from .transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, retry_after_seconds, sanitize
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
-MAX_MESSAGE_CHARS = 300
 
 STOP_REASONS: dict[str, FinishReason] = {
     "end_turn": "stop",
@@ -51,15 +50,8 @@ RETRIABLE_ERROR_TYPES = frozenset(
 )
 
 
-def sanitize(text: Any, limit: int = MAX_MESSAGE_CHARS) -> str:
-    """Upstream text made safe to show: a string, no control characters, bounded length."""
-    s = text if isinstance(text, str) else ""
-    s = "".join(ch if ch.isprintable() else " " for ch in s).strip()
-    return s[:limit] + ("…" if len(s) > limit else "")
-
-
 def error_text(kind: Any, message: Any) -> str:
-    k, m = sanitize(kind, 60), sanitize(message)
+    k, m = sanitize(kind, limit=60), sanitize(message)
     if k and m:
         return f"{k}: {m}"
     return k or m or "the upstream reported an error"

@@ -20,7 +20,8 @@ from yarl import URL
 from ..config import ProviderConfig
 from ..errors import NoProviderAvailable, ProviderFailure
 from .embeddings import EmbeddingInputs, EmbeddingProvider, EmbeddingResult, unsupported
-from .transport import MAX_ERROR_BODY, default_failure
+from .transport import MAX_ERROR_BODY, default_failure, new_session, sanitize
+from .vertex import vertex_base_url
 
 MAX_RESPONSE_BODY = 256 * 1024 * 1024
 TITAN_V2_DIMENSIONS = (256, 512, 1024)
@@ -42,12 +43,12 @@ def upstream_message(body: bytes) -> str:
         if isinstance(err, dict):
             msg = err.get("message") or err.get("Message")
             if isinstance(msg, str):
-                return msg[:300]
+                return sanitize(msg)
         if isinstance(err, str):
-            return err[:300]
+            return sanitize(err)
         msg = data.get("message") or data.get("Message")
         if isinstance(msg, str):
-            return msg[:300]
+            return sanitize(msg)
     return "no readable error message"
 
 
@@ -66,11 +67,7 @@ class _EmbeddingHttp:
 
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout),
-                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-                skip_auto_headers=("User-Agent",),
-            )
+            self._session = new_session(self._connect_timeout)
         return self._session
 
     async def post(self, url: str, headers: dict[str, str], body: bytes) -> tuple[dict[str, str], bytes]:
@@ -280,14 +277,6 @@ class BedrockEmbeddingProvider:
 # --- vertex ---------------------------------------------------------------------------------------
 
 
-def vertex_base(region: str) -> str:
-    if region == "global":
-        return "https://aiplatform.googleapis.com/v1"
-    if region in ("us", "eu"):
-        return f"https://aiplatform.{region}.rep.googleapis.com/v1"
-    return f"https://{region}-aiplatform.googleapis.com/v1"
-
-
 def vertex_predict_body(texts: list[str], dimensions: int | None) -> dict[str, Any]:
     body: dict[str, Any] = {"instances": [{"content": t} for t in texts]}
     if dimensions is not None:
@@ -327,7 +316,7 @@ class VertexEmbeddingProvider:
         self.name = config.name
         self._config = config
         self._region = config.region or "us-central1"
-        self._base = config.base_url or vertex_base(self._region)
+        self._base = config.base_url or vertex_base_url(self._region)
         self._http = _EmbeddingHttp(config.name, connect_timeout_s)
         self._adc: Any = None
         self._adc_project: str | None = None

@@ -10,10 +10,7 @@ terminal marker: a stream that ends without it is a failure, never a `stop`.
 
 from __future__ import annotations
 
-import email.utils
 import os
-import re
-import time
 from typing import Any
 
 import orjson
@@ -35,9 +32,8 @@ from ..events import (
 )
 from ..request import GenerationRequest
 from ..sse import SSEDecoder
-from .transport import HttpProvider, UpstreamHttpRequest
+from .transport import MAX_UPSTREAM_TEXT, HttpProvider, UpstreamHttpRequest, retry_after_seconds, sanitize
 
-MAX_MESSAGE = 300
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
     "length": "length",
@@ -50,43 +46,6 @@ _REASONING_KINDS: dict[str, ReasoningKind] = {
     "reasoning.encrypted": "encrypted",
     "reasoning.summary": "summary",
 }
-# Things that look like credentials: provider key prefixes, bearer tokens, long opaque tokens.
-_SECRETISH = re.compile(
-    r"(?i)\bbearer\s+\S+|\b(?:sk|pk|rk|key|tok|api)[-_][A-Za-z0-9_\-\.]{6,}|\b(?=[A-Za-z0-9_\-]*\d)"
-    r"(?=[A-Za-z0-9_\-]*[A-Za-z])[A-Za-z0-9_\-]{32,}\b"
-)
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
-
-
-def sanitize(text: str, secret: str | None = None, limit: int = MAX_MESSAGE) -> str:
-    """Upstream text made safe to show a client: no key, no control characters, capped."""
-    text = _SECRETISH.sub("***", text)
-    if secret:
-        text = text.replace(secret, "***")
-    text = _CONTROL.sub(" ", text).strip()
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def retry_after(headers: dict[str, str]) -> float | None:
-    """`Retry-After` (seconds or an HTTP date) or `retry-after-ms`, in seconds."""
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def error_text(payload: Any) -> tuple[str, str]:
@@ -322,12 +281,12 @@ class OpenAIAdapter:
         try:
             kind, message = error_text(orjson.loads(body))
         except orjson.JSONDecodeError:
-            message = body[:MAX_MESSAGE].decode("utf-8", "replace") if body.strip()[:1] not in (b"<",) else ""
+            message = body[:MAX_UPSTREAM_TEXT].decode("utf-8", "replace") if body.strip()[:1] not in (b"<",) else ""
         detail = sanitize(f"{kind}: {message}" if kind and message else (message or kind), self._key())
         text = f"{self.name}: upstream HTTP {status}" + (f": {detail}" if detail else "")
         retriable = retriable_status(status)
         code = "invalid_request" if status in (400, 422) else "upstream_error"
-        return ProviderFailure(code, text, status=status, retriable=retriable, retry_after=retry_after(headers))
+        return ProviderFailure(code, text, status=status, retriable=retriable, retry_after=retry_after_seconds(headers))
 
 
 def build_openai_provider(config: ProviderConfig, connect_timeout_s: float = 10.0) -> HttpProvider:

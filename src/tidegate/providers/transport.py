@@ -9,6 +9,9 @@ read with `readany()` and handed to the decoder; it never sleeps or times out (t
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import re
+import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -53,14 +56,54 @@ class HttpAdapter(Protocol):
     def map_error(self, status: int, headers: dict[str, str], body: bytes) -> ProviderFailure: ...
 
 
+# Things that look like credentials: provider key prefixes, bearer tokens, long opaque tokens.
+_SECRETISH = re.compile(
+    r"(?i)\bbearer\s+\S+|\b(?:sk|pk|rk|key|tok|api)[-_][A-Za-z0-9_\-\.]{6,}|\b(?=[A-Za-z0-9_\-]*\d)"
+    r"(?=[A-Za-z0-9_\-]*[A-Za-z])[A-Za-z0-9_\-]{32,}\b"
+)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+MAX_UPSTREAM_TEXT = 300
+
+
+def sanitize(text: Any, secret: str | None = None, limit: int = MAX_UPSTREAM_TEXT) -> str:
+    """Upstream text made safe to show a client: a string, no key, no control characters, capped."""
+    s = text if isinstance(text, str) else ""
+    s = _SECRETISH.sub("***", s)
+    if secret:
+        s = s.replace(secret, "***")
+    s = _CONTROL.sub(" ", s).strip()
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
 def retry_after_seconds(headers: dict[str, str]) -> float | None:
-    value = headers.get("retry-after") or headers.get("Retry-After")
+    """`Retry-After` (seconds or an HTTP date) or `retry-after-ms`, in seconds; headers lower-cased."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
     if value is None:
         return None
     try:
         return max(0.0, float(value))
     except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
         return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def new_session(connect_timeout_s: float) -> aiohttp.ClientSession:
+    """One upstream connection pool (keep-alive, no total timeout: the relay owns time)."""
+    return aiohttp.ClientSession(
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s),
+        connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+        skip_auto_headers=("User-Agent",),
+    )
 
 
 def default_failure(status: int, headers: dict[str, str], message: str) -> ProviderFailure:
@@ -126,12 +169,7 @@ class HttpProvider:
 
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._connect_timeout),
-                connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-                auto_decompress=True,
-                skip_auto_headers=("User-Agent",),
-            )
+            self._session = new_session(self._connect_timeout)
         return self._session
 
     async def send(self, req: UpstreamHttpRequest) -> aiohttp.ClientResponse:

@@ -10,11 +10,9 @@ from ..gateway.relay import Committed
 from ..render.chat import ChatCompletionBuilder, ChatStreamRenderer
 from ..store.base import ApiKey
 from .chat_request import parse_chat_request
-from .door import DoorSpec, provider_headers, serve_generation
+from .door import DoorSpec, serve_generation
 from .http import Request
 from .state import AppState
-
-__all__ = ["chat_completions", "provider_headers"]
 
 
 class _ChatStream:

@@ -15,7 +15,8 @@ import pytest
 from emulators.anthropic_upstream import REDACTED_DATA, SIGNATURE, sse_frame
 from tidegate.config import ProviderConfig
 from tidegate.events import Event, Failed, Finished, ReasoningDelta, Started, TextDelta, ToolCallDelta, UsageReport
-from tidegate.providers.anthropic import AnthropicAdapter, AnthropicSSEDecoder, MessagesEventDecoder, sanitize
+from tidegate.providers.anthropic import AnthropicAdapter, AnthropicSSEDecoder, MessagesEventDecoder
+from tidegate.providers.transport import sanitize
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 P = "prov"

@@ -22,7 +22,8 @@ from tidegate.events import (
     ToolCallDelta,
     UsageReport,
 )
-from tidegate.providers.openai import OpenAIAdapter, OpenAIDecoder, sanitize
+from tidegate.providers.openai import OpenAIAdapter, OpenAIDecoder
+from tidegate.providers.transport import sanitize
 from tidegate.request import GenerationRequest
 from tidegate.sse import SSEProtocolError
 
