@@ -122,7 +122,6 @@ class Gateway:
         settings = RelaySettings(
             streaming=request.stream,
             keepalive_s=server.keepalive_s,
-            connect_timeout_s=server.connect_timeout_s,
             idle_timeout_for=self.config.provider_idle_timeout,
         )
         cancel = asyncio.Event()

@@ -129,6 +129,11 @@ class Recorder:
             self.record.ttft_ms = round((self._first_token_at - self.started_at) * 1000, 3)
 
     @property
+    def produced(self) -> bool:
+        """Whether anything (text, reasoning, tool arguments, usage) came from the upstream."""
+        return bool(self.text or self.reasoning or self.tool_args or self.usage)
+
+    @property
     def output_text(self) -> str:
         return "".join(self.text)
 
@@ -159,8 +164,7 @@ class Recorder:
         rec.finish_reason = self.finish_reason if status == "completed" else (self.finish_reason or "error")
         if status != "completed" and rec.finish_reason != "error":
             rec.finish_reason = "error"
-        produced = bool(self.text or self.reasoning or self.tool_args or self.usage)
-        if produced or status == "completed":
+        if self.produced or status == "completed":
             usage = self.final_usage()
             rec.usage = Usage(
                 prompt_tokens=usage.prompt,

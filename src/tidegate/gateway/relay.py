@@ -78,7 +78,6 @@ class GenerationCancelled(TidegateError):
 class RelaySettings:
     streaming: bool
     keepalive_s: float = 10.0
-    connect_timeout_s: float = 10.0
     idle_timeout_for: Callable[[str], float] = field(default=lambda _name: 90.0)
 
 

@@ -15,11 +15,6 @@ from .responses_request import ResponsesRequest, parse_responses_request
 from .state import AppState
 
 
-def _produced(gen: Generation) -> bool:
-    r = gen.recorder
-    return bool(r.text or r.reasoning or r.tool_args or r.usage)
-
-
 class _ResponsesStream:
     def __init__(self, gen: Generation, parsed: ResponsesRequest) -> None:
         self.gen = gen
@@ -40,7 +35,7 @@ class _ResponsesStream:
         return self.renderer.finish(self.gen.recorder.final_usage())
 
     def fail(self, failure: Failed) -> bytes:
-        return self.renderer.fail(failure, self.gen.recorder.final_usage() if _produced(self.gen) else None)
+        return self.renderer.fail(failure, self.gen.recorder.final_usage() if self.gen.recorder.produced else None)
 
 
 class _ResponsesJson:
