@@ -1,4 +1,4 @@
-"""SQLite store (the embedded default): stdlib sqlite3 in WAL mode behind a one-thread executor."""
+"""SQLite store (the embedded default): stdlib sqlite3 in WAL mode; see SQLiteStore for who runs what."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from . import logpack
 from .base import ApiKey, BeginResult, GenerationRecord
-from .rows import GEN_COLUMNS, key_from_row, record_from_row, record_params
+from .rows import GEN_COLUMNS, GEN_COUNT, key_from_row, record_from_row, record_params
 
 T = TypeVar("T")
 
@@ -66,7 +66,18 @@ CREATE TABLE IF NOT EXISTS generation_log_batches (
 );
 """
 
-_GEN_COLUMNS = GEN_COLUMNS
+_INSERT_GENERATION = f"INSERT INTO generations ({GEN_COLUMNS}) VALUES ({', '.join('?' * GEN_COUNT)})"
+_UPDATE_GENERATION = (
+    "UPDATE generations SET " + ", ".join(f"{c.strip()} = ?" for c in GEN_COLUMNS.split(",")[1:]) + " WHERE id = ?"
+)
+_SQLITE_BUSY = 5
+_SQLITE_LOCKED = 6
+_CHECKPOINT_EVERY = 200  # loop commits between passive checkpoints on the store thread
+
+
+def _get_record(db: sqlite3.Connection, generation_id: str) -> GenerationRecord | None:
+    row = db.execute(f"SELECT {GEN_COLUMNS} FROM generations WHERE id = ?", (generation_id,)).fetchone()
+    return record_from_row(row) if row else None
 
 
 def _path_from_url(url: str) -> str:
@@ -78,26 +89,83 @@ def _path_from_url(url: str) -> str:
 
 
 class SQLiteStore:
+    """Two connections to one WAL database.
+
+    The event loop's own connection runs the short per-request statements (key lookup, the durable
+    record before the upstream call, its final state) in place: a WAL commit with synchronous=NORMAL
+    is a write into the page cache, cheaper than a hop to a thread and back. That connection never
+    waits for a lock (busy_timeout 0) and never checkpoints: when another writer holds the lock (the
+    store thread's log flush, another worker process) the statement runs again on the store thread,
+    whose connection waits for it; checkpoints run on the store thread too. Log batches, log reads,
+    pruning and recovery always run on the store thread. An in-memory database has one connection,
+    used in place for everything (nothing on it can block).
+    """
+
     def __init__(self, url: str) -> None:
         self.path = _path_from_url(url)
+        self._memory = self.path == ":memory:"
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-sqlite")
-        self._conn: sqlite3.Connection | None = None
+        self._conn: sqlite3.Connection | None = None  # the store thread's (or, in memory, the only one)
+        self._loop_conn: sqlite3.Connection | None = None
+        self._loop_commits = 0
+        self._checkpointing = False
 
-    async def _run(self, fn: Any, *args: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, fn, *args)
+    def _connect(self, busy_timeout_ms: int, autocheckpoint: bool) -> sqlite3.Connection:
+        if not self._memory:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
+        if not autocheckpoint:
+            conn.execute("PRAGMA wal_autocheckpoint=0")
+        return conn
 
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
-            if self.path != ":memory:":
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA busy_timeout=5000")
+            conn = self._connect(5000, True)
             conn.executescript(_SCHEMA)
             self._conn = conn
         return self._conn
+
+    def _loop_db(self) -> sqlite3.Connection:
+        if self._memory:
+            return self._db()
+        if self._loop_conn is None:
+            self._db()  # the schema exists before the loop's connection is used
+            self._loop_conn = self._connect(0, False)
+        return self._loop_conn
+
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        """On the store thread (in memory: in place)."""
+        if self._memory:
+            return fn(*args)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, fn, *args)
+
+    async def _quick(self, fn: Any, write: bool = True) -> Any:
+        """`fn(connection)` on the event loop's connection; on the store thread when it is locked."""
+        try:
+            result = fn(self._loop_db())
+        except sqlite3.OperationalError as exc:
+            if self._memory or (getattr(exc, "sqlite_errorcode", 0) & 0xFF) not in (_SQLITE_BUSY, _SQLITE_LOCKED):
+                raise
+            return await self._run(lambda: fn(self._db()))
+        if write and not self._memory:
+            self._loop_commits += 1
+            if self._loop_commits >= _CHECKPOINT_EVERY and not self._checkpointing:
+                self._loop_commits = 0
+                self._checkpointing = True
+                asyncio.get_running_loop().run_in_executor(self._executor, self._checkpoint)
+        return result
+
+    def _checkpoint(self) -> None:
+        try:
+            self._db().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error:
+            pass  # the next one, or the store thread's own autocheckpoint, catches up
+        finally:
+            self._checkpointing = False
 
     async def open(self) -> None:
         await self._run(self._db)
@@ -106,6 +174,10 @@ class SQLiteStore:
         self._db()
 
     async def close(self) -> None:
+        if self._loop_conn is not None:
+            self._loop_conn.close()
+            self._loop_conn = None
+
         def _close() -> None:
             if self._conn is not None:
                 self._conn.close()
@@ -136,19 +208,14 @@ class SQLiteStore:
         await self._run(self.create_key_sync, key)
 
     async def find_key_by_hash(self, secret_hash: str) -> ApiKey | None:
-        def _find() -> ApiKey | None:
-            row = (
-                self._db()
-                .execute(
-                    "SELECT id, name, secret_hash, created_at, credits, spent, revoked"
-                    " FROM api_keys WHERE secret_hash = ?",
-                    (secret_hash,),
-                )
-                .fetchone()
-            )
+        def _find(db: sqlite3.Connection) -> ApiKey | None:
+            row = db.execute(
+                "SELECT id, name, secret_hash, created_at, credits, spent, revoked FROM api_keys WHERE secret_hash = ?",
+                (secret_hash,),
+            ).fetchone()
             return key_from_row(row) if row else None
 
-        result: ApiKey | None = await self._run(_find)
+        result: ApiKey | None = await self._quick(_find, write=False)
         return result
 
     def list_keys_sync(self) -> list[ApiKey]:
@@ -183,38 +250,30 @@ class SQLiteStore:
         return int(await self._run(self.count_keys_sync))
 
     async def add_spend(self, key_id: str, cost: float) -> None:
-        def _add() -> None:
-            self._db().execute("UPDATE api_keys SET spent = spent + ? WHERE id = ?", (cost, key_id))
+        def _add(db: sqlite3.Connection) -> None:
+            db.execute("UPDATE api_keys SET spent = spent + ? WHERE id = ?", (cost, key_id))
 
-        await self._run(_add)
+        await self._quick(_add)
 
     # --- generations ------------------------------------------------------------------------------
     async def create_generation(self, record: GenerationRecord) -> None:
         params = record_params(record)
 
-        def _insert() -> None:
-            self._db().execute(f"INSERT INTO generations ({_GEN_COLUMNS}) VALUES ({', '.join('?' * 20)})", params)
+        def _insert(db: sqlite3.Connection) -> None:
+            db.execute(_INSERT_GENERATION, params)
 
-        await self._run(_insert)
+        await self._quick(_insert)
 
     async def update_generation(self, record: GenerationRecord) -> None:
         params = record_params(record)
 
-        def _update() -> None:
-            cols = [c.strip() for c in _GEN_COLUMNS.split(",")][1:]
-            sets = ", ".join(f"{c} = ?" for c in cols)
-            self._db().execute(f"UPDATE generations SET {sets} WHERE id = ?", (*params[1:], params[0]))
+        def _update(db: sqlite3.Connection) -> None:
+            db.execute(_UPDATE_GENERATION, (*params[1:], params[0]))
 
-        await self._run(_update)
+        await self._quick(_update)
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None:
-        def _get() -> GenerationRecord | None:
-            row = (
-                self._db().execute(f"SELECT {_GEN_COLUMNS} FROM generations WHERE id = ?", (generation_id,)).fetchone()
-            )
-            return record_from_row(row) if row else None
-
-        result: GenerationRecord | None = await self._run(_get)
+        result: GenerationRecord | None = await self._quick(lambda db: _get_record(db, generation_id), write=False)
         return result
 
     async def mark_interrupted(self, owner: str) -> int:
@@ -231,17 +290,12 @@ class SQLiteStore:
         return int(await self._run(_mark))
 
     # --- idempotency and logs ---------------------------------------------------------------------
-    def _get_sync(self, generation_id: str) -> GenerationRecord | None:
-        row = self._db().execute(f"SELECT {_GEN_COLUMNS} FROM generations WHERE id = ?", (generation_id,)).fetchone()
-        return record_from_row(row) if row else None
-
     async def begin_generation(self, record: GenerationRecord) -> BeginResult:
         params = record_params(record)
 
-        def _begin() -> BeginResult:
-            db = self._db()
+        def _begin(db: sqlite3.Connection) -> BeginResult:
             if record.idempotency_key is None:  # nothing to check: one autocommitted insert
-                db.execute(f"INSERT INTO generations ({_GEN_COLUMNS}) VALUES ({', '.join('?' * 20)})", params)
+                db.execute(_INSERT_GENERATION, params)
                 return BeginResult("created", record)
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -251,7 +305,7 @@ class SQLiteStore:
                         (record.key_id, record.idempotency_key),
                     ).fetchone()
                     if row is not None:
-                        existing = self._get_sync(row[0])
+                        existing = _get_record(db, row[0])
                         if existing is not None:
                             if row[1] != record.request_hash:
                                 db.execute("COMMIT")
@@ -264,28 +318,24 @@ class SQLiteStore:
                         " VALUES (?, ?, ?, ?, ?)",
                         (record.key_id, record.idempotency_key, record.id, record.request_hash, record.created_at),
                     )
-                db.execute(f"INSERT INTO generations ({_GEN_COLUMNS}) VALUES ({', '.join('?' * 20)})", params)
+                db.execute(_INSERT_GENERATION, params)
                 db.execute("COMMIT")
                 return BeginResult("created", record)
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
 
-        result: BeginResult = await self._run(_begin)
+        result: BeginResult = await self._quick(_begin)
         return result
 
     async def find_idempotent(self, key_id: str, idempotency_key: str) -> GenerationRecord | None:
-        def _find() -> GenerationRecord | None:
-            row = (
-                self._db()
-                .execute(
-                    "SELECT generation_id FROM idempotency WHERE key_id = ? AND idem_key = ?", (key_id, idempotency_key)
-                )
-                .fetchone()
-            )
-            return self._get_sync(row[0]) if row else None
+        def _find(db: sqlite3.Connection) -> GenerationRecord | None:
+            row = db.execute(
+                "SELECT generation_id FROM idempotency WHERE key_id = ? AND idem_key = ?", (key_id, idempotency_key)
+            ).fetchone()
+            return _get_record(db, row[0]) if row else None
 
-        result: GenerationRecord | None = await self._run(_find)
+        result: GenerationRecord | None = await self._quick(_find, write=False)
         return result
 
     async def append_log(self, generation_id: str, entries: list[tuple[str, int, bytes]]) -> None:
