@@ -14,6 +14,7 @@ from ..errors import TidegateError
 from ..events import Failed
 from ..request import GenerationRequest
 from ..store.base import ApiKey, BeginResult, GenerationRecord, GenerationStore
+from .cancel import CancelSignal
 from .embedding_relay import EmbeddingRelay
 from .flusher import LogFlusher
 from .recorder import Recorder
@@ -40,7 +41,7 @@ class Generation:
     model: ModelConfig
     recorder: Recorder
     relay: Relay
-    cancel: asyncio.Event
+    cancel: CancelSignal
     created: int = field(default_factory=lambda: int(time.time()))
 
     @property
@@ -124,7 +125,7 @@ class Gateway:
             keepalive_s=server.keepalive_s,
             idle_timeout_for=self.config.provider_idle_timeout,
         )
-        cancel = asyncio.Event()
+        cancel = CancelSignal()
         recorder = await self._begin(
             generation_id, door, key, model, request.model, request.messages, idempotency_key, request_hash
         )

@@ -8,7 +8,8 @@ failed, `run` raises the CONTRACT §4 error. After the commit point every failur
 event and the iteration ends. The commit point (the first upstream event, or the first keep-alive on
 a stream) holds for non-stream requests too: once events reached the door, no other route is tried.
 The upstream is closed before a terminal `Failed` is handed out, so a door that stops reading there
-never keeps the upstream connection open.
+never keeps the upstream connection open. Each upstream step is awaited in place by the consuming
+task under a deadline (`cancel.py`): no task per read, and the cancel signal interrupts the wait.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -34,6 +35,7 @@ from ..errors import (
 from ..events import Event, Failed, Finished, Started
 from ..providers.base import ChatProvider, UpstreamStream
 from ..request import GenerationRequest
+from .cancel import CANCELLED, TIMED_OUT, CancelSignal, wait_upstream
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +111,7 @@ class Relay:
         request: GenerationRequest,
         routes: list[tuple[ChatProvider, Route]],
         settings: RelaySettings,
-        cancel: asyncio.Event,
+        cancel: CancelSignal,
     ) -> None:
         self.request = request
         self.routes = routes
@@ -138,114 +140,79 @@ class Relay:
         idle = self.settings.idle_timeout_for(provider.name)
         keepalive = self.settings.keepalive_s if self.settings.streaming else math.inf
         stream: UpstreamStream | None = None
-        task: asyncio.Future[Any] = asyncio.ensure_future(provider.open_chat(self.request, route.model))
-        cancel_wait: asyncio.Future[Any] = asyncio.ensure_future(self.cancel.wait())
+        # A stream may owe keep-alives before the upstream even answers, so its open runs as a task
+        # that a keep-alive tick leaves running; a JSON request waits on the open in place.
+        opening: asyncio.Future[UpstreamStream] | None = None
+        if self.settings.streaming:
+            opening = asyncio.ensure_future(provider.open_chat(self.request, route.model))
         last_data = loop.time()  # upstream bytes only: keep-alives never move it
         last_keepalive = last_data
+        idle_checked = False
         finished = False
         try:
             while True:
                 idle_deadline = last_data + idle
                 ka_deadline = max(last_data, last_keepalive) + keepalive
-                timeout = max(0.0, min(idle_deadline, ka_deadline) - loop.time())
-                await asyncio.wait({task, cancel_wait}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-                if self.cancel.is_set():
+                step: Awaitable[Any]
+                if stream is not None:
+                    step = stream.read()
+                elif opening is not None:
+                    step = asyncio.wait((opening,))
+                else:
+                    step = provider.open_chat(self.request, route.model)
+                try:
+                    outcome: Any = await wait_upstream(step, min(idle_deadline, ka_deadline), self.cancel)
+                    if stream is None and opening is not None and opening.done() and not self.cancel.is_set():
+                        outcome = opening.result()  # the open's own failure raises here
+                except ProviderFailure as exc:
+                    failure = Failed(
+                        "upstream_timeout" if exc.code == "upstream_timeout" else "upstream_error",
+                        exc.message,
+                        provider.name,
+                        exc.retriable,
+                        exc.status,
+                    )
+                    if not exc.retriable and not self.committed:
+                        if exc.status == 400 or exc.code == "invalid_request":
+                            raise InvalidRequest(exc.message) from None
+                    for item in self._fail(provider.name, failure, exc.code, exc.retry_after):
+                        await self._close(stream, opening)
+                        yield item
+                    return
+                except (asyncio.CancelledError, GeneratorExit):
+                    raise
+                except Exception as exc:
+                    failure = Failed("upstream_error", f"{type(exc).__name__} from provider", provider.name)
+                    for item in self._fail(provider.name, failure, "upstream_error", None):
+                        await self._close(stream, opening)
+                        yield item
+                    return
+                if outcome is CANCELLED or self.cancel.is_set():
+                    if stream is None and opening is None and outcome is not CANCELLED and outcome is not TIMED_OUT:
+                        stream = outcome  # opened just as the cancel came: closed below
                     if self.committed:
                         self._route_done = True
-                        await self._close(stream, task)
+                        await self._close(stream, opening)
                         yield Failed("cancelled", "the generation was cancelled", provider.name, False)
                         return
                     raise GenerationCancelled("the generation was cancelled")
-                if task.done():
+                if outcome is TIMED_OUT:
                     now = loop.time()
-                    try:
-                        result = task.result()
-                    except ProviderFailure as exc:
-                        failure = Failed(
-                            "upstream_timeout" if exc.code == "upstream_timeout" else "upstream_error",
-                            exc.message,
-                            provider.name,
-                            exc.retriable,
-                            exc.status,
-                        )
-                        if not exc.retriable and not self.committed:
-                            if exc.status == 400 or exc.code == "invalid_request":
-                                raise InvalidRequest(exc.message) from None
-                        for item in self._fail(provider.name, failure, exc.code, exc.retry_after):
-                            await self._close(stream, task)
-                            yield item
-                        return
-                    except (asyncio.CancelledError, GeneratorExit):
-                        raise
-                    except Exception as exc:
-                        failure = Failed("upstream_error", f"{type(exc).__name__} from provider", provider.name)
-                        for item in self._fail(provider.name, failure, "upstream_error", None):
-                            await self._close(stream, task)
-                            yield item
-                        return
-                    last_data = now
-                    if stream is None:
-                        stream = result
-                        task = asyncio.ensure_future(stream.read())
+                    if now >= idle_deadline and not idle_checked:
+                        # The loop may have been busy past the deadline with the upstream's bytes
+                        # already on the socket (timers run before I/O): look once more first.
+                        idle_checked = True
                         continue
-                    batch = result
-                    if batch is None:
-                        if finished:
-                            self._route_done = True
-                            return
+                    if now >= idle_deadline:
                         failure = Failed(
-                            "upstream_error",
-                            "the upstream ended the stream without its terminal event",
+                            "upstream_timeout",
+                            f"no data from the upstream for {idle:g} s",
                             provider.name,
                         )
-                        for item in self._fail(provider.name, failure, "upstream_error", None):
+                        for item in self._fail(provider.name, failure, "upstream_timeout", None):
+                            await self._close(stream, opening)
                             yield item
                         return
-                    assert isinstance(batch, list)
-                    if not batch:  # bytes arrived that carried no event (ping, comment)
-                        task = asyncio.ensure_future(stream.read())
-                        continue
-                    if not self.committed:
-                        # The commit point: the first upstream event. An in-band error that arrives
-                        # before anything was written to the client still moves to the next route.
-                        early_failure = next((e for e in batch if isinstance(e, Failed)), None)
-                        if early_failure is not None:
-                            for item in self._fail(provider.name, early_failure, early_failure.code, None):
-                                yield item
-                            return
-                        started = next((e for e in batch if isinstance(e, Started)), None)
-                        self.committed = True
-                        self.provider = provider.name
-                        self.served_model = started.served_model if started else route.model
-                        yield Committed(provider.name, self.served_model, self.attempts, tuple(self.failures))
-                    for event in batch:
-                        if isinstance(event, Failed):
-                            self._route_done = True
-                            metrics.UPSTREAM_FAILURES.inc(provider.name, event.code)
-                            if not event.provider or event.retriable_before_commit:
-                                event = Failed(
-                                    event.code, event.message, event.provider or provider.name, False, event.status
-                                )
-                            await self._close(stream, task)
-                            yield event
-                            return
-                        if isinstance(event, Finished):
-                            finished = True
-                        yield event
-                    task = asyncio.ensure_future(stream.read())
-                    continue
-                now = loop.time()
-                if now >= idle_deadline:
-                    failure = Failed(
-                        "upstream_timeout",
-                        f"no data from the upstream for {idle:g} s",
-                        provider.name,
-                    )
-                    for item in self._fail(provider.name, failure, "upstream_timeout", None):
-                        await self._close(stream, task)
-                        yield item
-                    return
-                if now >= ka_deadline:
                     if not self.committed:
                         self.committed = True
                         self.provider = provider.name
@@ -253,22 +220,68 @@ class Relay:
                         yield Committed(provider.name, route.model, self.attempts, tuple(self.failures))
                     last_keepalive = now
                     yield KEEPALIVE
+                    continue
+                last_data = loop.time()
+                idle_checked = False
+                if stream is None:
+                    stream = outcome
+                    continue
+                batch = outcome
+                if batch is None:
+                    if finished:
+                        self._route_done = True
+                        return
+                    failure = Failed(
+                        "upstream_error",
+                        "the upstream ended the stream without its terminal event",
+                        provider.name,
+                    )
+                    for item in self._fail(provider.name, failure, "upstream_error", None):
+                        yield item
+                    return
+                assert isinstance(batch, list)
+                if not batch:  # bytes arrived that carried no event (ping, comment)
+                    continue
+                if not self.committed:
+                    # The commit point: the first upstream event. An in-band error that arrives
+                    # before anything was written to the client still moves to the next route.
+                    early_failure = next((e for e in batch if isinstance(e, Failed)), None)
+                    if early_failure is not None:
+                        for item in self._fail(provider.name, early_failure, early_failure.code, None):
+                            yield item
+                        return
+                    started = next((e for e in batch if isinstance(e, Started)), None)
+                    self.committed = True
+                    self.provider = provider.name
+                    self.served_model = started.served_model if started else route.model
+                    yield Committed(provider.name, self.served_model, self.attempts, tuple(self.failures))
+                for event in batch:
+                    if isinstance(event, Failed):
+                        self._route_done = True
+                        metrics.UPSTREAM_FAILURES.inc(provider.name, event.code)
+                        if not event.provider or event.retriable_before_commit:
+                            event = Failed(
+                                event.code, event.message, event.provider or provider.name, False, event.status
+                            )
+                        await self._close(stream, opening)
+                        yield event
+                        return
+                    if isinstance(event, Finished):
+                        finished = True
+                    yield event
         finally:
-            cancel_wait.cancel()
-            await self._close(stream, task)
+            await self._close(stream, opening)
 
     @staticmethod
-    async def _close(stream: UpstreamStream | None, task: asyncio.Future[Any]) -> None:
+    async def _close(stream: UpstreamStream | None, opening: asyncio.Future[UpstreamStream] | None) -> None:
         """Close the upstream now (before a terminal item is handed out: a consumer that stops reading
         must not keep the upstream connection open). Idempotent."""
-        if not task.done():
-            task.cancel()
+        if opening is not None and not opening.done():
+            opening.cancel()
         if stream is not None:
             await stream.aclose()
-        elif task.done() and not task.cancelled() and task.exception() is None:
-            opened = task.result()
-            if opened is not None and hasattr(opened, "aclose"):
-                await opened.aclose()
+        elif opening is not None and opening.done() and not opening.cancelled() and opening.exception() is None:
+            await opening.result().aclose()
 
     def _fail(self, provider: str, failure: Failed, code: str, retry_after: float | None) -> list[RelayItem]:
         """Before the commit point: remember and let `run` try the next route. After: one Failed."""

@@ -23,6 +23,13 @@ def _get_encoding() -> Any:
     return _encoding
 
 
+def warm_up_in_background() -> None:
+    """Load the tokenizer on a thread now: importing it takes about a second, and the first
+    estimate would otherwise pay that on the event loop, stalling every open stream."""
+    if _encoding is None:
+        threading.Thread(target=_get_encoding, name="tidegate-tokenizer", daemon=True).start()
+
+
 def count_tokens(text: str) -> int:
     """Tokens of `text` under o200k_base (offline; an estimate for non-OpenAI models)."""
     if not text:

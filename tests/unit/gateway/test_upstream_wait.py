@@ -1,0 +1,154 @@
+"""The relay waits on the upstream in place (gateway/cancel.py): deadlines, the cancel signal, and
+bytes that reached the socket while the event loop was busy elsewhere.
+
+Real sockets (a socketpair read through asyncio streams) stand in for the upstream connection."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tidegate.config import Route
+from tidegate.events import Event, Finished, TextDelta
+from tidegate.gateway.cancel import CANCELLED, TIMED_OUT, CancelSignal, wait_upstream
+from tidegate.gateway.relay import KEEPALIVE, Committed, Relay, RelaySettings
+from tidegate.request import GenerationRequest
+
+_writers: list[asyncio.StreamWriter] = []  # a collected writer would close the transport
+
+
+async def _pair() -> tuple[asyncio.StreamReader, socket.socket]:
+    ours, theirs = socket.socketpair()
+    reader, writer = await asyncio.open_connection(sock=ours)
+    _writers.append(writer)
+    return reader, theirs
+
+
+async def test_cancel_signal_interrupts_the_wait_at_once() -> None:
+    reader, peer = await _pair()
+    signal = CancelSignal()
+    loop = asyncio.get_running_loop()
+    loop.call_later(0.05, signal.set)
+    started = time.monotonic()
+    outcome = await wait_upstream(reader.read(100), loop.time() + 30, signal)
+    assert outcome is CANCELLED
+    assert time.monotonic() - started < 1.0
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0  # the signal's own cancel was taken back
+    await asyncio.sleep(0)  # and nothing is left pending on the task
+    peer.close()
+
+
+async def test_a_set_signal_returns_before_waiting() -> None:
+    reader, peer = await _pair()
+    signal = CancelSignal()
+    signal.set()
+    outcome = await wait_upstream(reader.read(100), asyncio.get_running_loop().time() + 30, signal)
+    assert outcome is CANCELLED
+    peer.close()
+
+
+async def test_an_outside_cancel_is_never_swallowed() -> None:
+    reader, peer = await _pair()
+    signal = CancelSignal()
+    loop = asyncio.get_running_loop()
+
+    async def waiter() -> object:
+        return await wait_upstream(reader.read(100), loop.time() + 30, signal)
+
+    task = asyncio.ensure_future(waiter())
+    await asyncio.sleep(0.02)
+    task.cancel()  # e.g. server shutdown
+    signal.set()  # and the client went away in the same instant
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    peer.close()
+
+
+async def test_deadline_and_result() -> None:
+    reader, peer = await _pair()
+    signal = CancelSignal()
+    loop = asyncio.get_running_loop()
+    assert await wait_upstream(reader.read(100), loop.time() + 0.05, signal) is TIMED_OUT
+    peer.sendall(b"abc")
+    assert await wait_upstream(reader.read(100), loop.time() + 5, signal) == b"abc"  # nothing lost
+    peer.close()
+
+
+async def test_a_deadline_that_passed_while_the_loop_was_busy_still_polls_the_socket() -> None:
+    reader, peer = await _pair()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 0.05
+    peer.sendall(b"sent in time")
+    time.sleep(0.2)  # noqa: ASYNC251 - the loop is busy (a slow client write, a big JSON) past the deadline
+    assert await wait_upstream(reader.read(100), deadline, CancelSignal()) == b"sent in time"
+    peer.close()
+
+
+class _SocketStream:
+    """An upstream stream over a real socket: each line is one text event, `END` finishes."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+        self.ended = False
+
+    async def read(self) -> list[Event] | None:
+        line = b"" if self.ended else await self.reader.readline()
+        if not line:
+            return None
+        text = line.decode().rstrip("\n")
+        self.ended = text == "END"
+        return [Finished("stop")] if self.ended else [TextDelta(text)]
+
+    async def aclose(self) -> None:
+        pass
+
+
+class _SocketProvider:
+    name = "sock"
+    kind = "test"
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
+
+    async def open_chat(self, request: GenerationRequest, served_model: str) -> _SocketStream:
+        return _SocketStream(self.reader)
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def _collect(relay: Relay) -> AsyncIterator[object]:
+    async for item in relay.run():
+        yield item
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_relay_reads_bytes_that_arrived_while_the_loop_was_blocked(streaming: bool) -> None:
+    """The idle deadline passes while the loop is blocked, with the upstream's next line already on
+    the socket: timers run before I/O, so the relay must look once more before calling it silence."""
+    reader, peer = await _pair()
+    request = GenerationRequest(model="m", messages=[{"role": "user", "content": "hi"}], stream=streaming)
+    settings = RelaySettings(streaming=streaming, keepalive_s=10.0, idle_timeout_for=lambda _n: 0.2)
+    relay = Relay(request, [(_SocketProvider(reader), Route(provider="sock", model="m"))], settings, CancelSignal())
+    loop = asyncio.get_running_loop()
+    peer.sendall(b"one\n")
+
+    def busy() -> None:
+        peer.sendall(b"two\nEND\n")
+        time.sleep(0.4)  # past the 0.2 s idle deadline, with "two" unread
+
+    items = []
+    async for item in _collect(relay):
+        items.append(item)
+        if isinstance(item, TextDelta) and item.text == "one":
+            loop.call_later(0.01, busy)
+    texts = [i.text for i in items if isinstance(i, TextDelta)]
+    assert texts == ["one", "two"], items
+    assert isinstance(items[0], Committed) and isinstance(items[-1], Finished)
+    assert KEEPALIVE not in items
+    peer.close()
