@@ -7,17 +7,11 @@ import threading
 import time
 
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]  # every 10-bit value as two characters
+_SHIFTS = tuple(range(120, -1, -10))  # 26 characters = 13 pairs = 130 bits, the top two always 0
 _lock = threading.Lock()
 _last_ms = -1
 _last_rand = 0
-
-
-def _encode(value: int, length: int) -> str:
-    chars = []
-    for _ in range(length):
-        chars.append(_ALPHABET[value & 31])
-        value >>= 5
-    return "".join(reversed(chars))
 
 
 def new_ulid() -> str:
@@ -30,7 +24,8 @@ def new_ulid() -> str:
         else:
             _last_ms = now_ms
             _last_rand = int.from_bytes(os.urandom(10), "big")
-        return _encode(now_ms, 10) + _encode(_last_rand, 16)
+        value = (now_ms << 80) | _last_rand
+    return "".join([_PAIRS[(value >> shift) & 1023] for shift in _SHIFTS])
 
 
 def is_ulid(value: str) -> bool:

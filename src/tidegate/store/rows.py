@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 import orjson
@@ -32,7 +31,7 @@ def record_params(r: GenerationRecord) -> tuple[Any, ...]:
         r.served_model,
         r.attempts,
         r.finish_reason,
-        orjson.dumps(asdict(r.usage)).decode(),
+        orjson.dumps(r.usage).decode(),  # orjson writes a dataclass's fields in order
         r.usage_estimated,
         float(r.cost),
         r.output_text,

@@ -72,7 +72,11 @@ _UPDATE_GENERATION = (
 )
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
-_CHECKPOINT_EVERY = 200  # loop commits between passive checkpoints on the store thread
+# Loop commits between checkpoints on the store thread. RESTART, not PASSIVE: under steady load a
+# passive checkpoint never catches up with the loop's new frames and the WAL would grow without end;
+# RESTART holds writers off for its few milliseconds (the loop's writes queue on the store thread
+# meanwhile), so the next write starts the WAL from its beginning again.
+_CHECKPOINT_EVERY = 200
 
 
 def _get_record(db: sqlite3.Connection, generation_id: str) -> GenerationRecord | None:
@@ -161,7 +165,7 @@ class SQLiteStore:
 
     def _checkpoint(self) -> None:
         try:
-            self._db().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            self._db().execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
         except sqlite3.Error:
             pass  # the next one, or the store thread's own autocheckpoint, catches up
         finally:

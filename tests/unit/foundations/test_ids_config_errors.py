@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tidegate.config import default_config_text, load_text
@@ -12,6 +14,24 @@ def test_ulid_shape_and_order() -> None:
     assert all(len(i) == 26 and is_ulid(i) for i in ids)
     assert ids == sorted(ids)
     assert len(set(ids)) == len(ids)
+
+
+def _crockford(value: int, length: int) -> str:
+    alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+    return "".join(alphabet[(value >> (5 * i)) & 31] for i in reversed(range(length)))
+
+
+def test_ulid_encodes_the_millisecond_clock_then_randomness() -> None:
+    """The spec's layout: 10 characters of 48-bit Unix milliseconds, 16 of 80 random bits."""
+    before = time.time_ns() // 1_000_000
+    ulid = new_ulid()
+    after = time.time_ns() // 1_000_000
+    assert ulid[:10] in {_crockford(ms, 10) for ms in range(before, after + 1)}
+    second = new_ulid()
+    if second[:10] == ulid[:10]:  # same millisecond: the random part counts up by one
+        alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+        rand = sum(alphabet.index(c) << (5 * i) for i, c in enumerate(reversed(ulid[10:])))
+        assert second[10:] == _crockford(rand + 1, 16)
 
 
 def test_error_bodies() -> None:
