@@ -28,7 +28,7 @@ from ..events import (
 from ..store.base import LOG_EVENT, LOG_FRAME, LOG_JSON, GenerationRecord, GenerationStore, Usage
 from .eventlog import encode_event
 from .flusher import LogFlusher
-from .usage import cost_of, estimate_usage
+from .usage import cost_of, estimate_usage, tokenizer_ready
 
 
 @dataclass(slots=True)
@@ -165,6 +165,8 @@ class Recorder:
         if status != "completed" and rec.finish_reason != "error":
             rec.finish_reason = "error"
         if self.produced or status == "completed":
+            if self.usage is None:
+                await tokenizer_ready()
             usage = self.final_usage()
             rec.usage = Usage(
                 prompt_tokens=usage.prompt,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
@@ -23,11 +24,12 @@ def _get_encoding() -> Any:
     return _encoding
 
 
-def warm_up_in_background() -> None:
-    """Load the tokenizer on a thread now: importing it takes about a second, and the first
-    estimate would otherwise pay that on the event loop, stalling every open stream."""
+async def tokenizer_ready() -> None:
+    """Load the tokenizer on a thread if it is not loaded yet. Importing it takes about a second and
+    ~100 MB, so it happens on the first estimate, never on the event loop (that would stall every
+    open stream): async code awaits this before anything that may estimate."""
     if _encoding is None:
-        threading.Thread(target=_get_encoding, name="tidegate-tokenizer", daemon=True).start()
+        await asyncio.to_thread(_get_encoding)
 
 
 def count_tokens(text: str) -> int:

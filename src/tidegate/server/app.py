@@ -12,7 +12,6 @@ from typing import Any
 from .. import metrics
 from ..config import Config
 from ..errors import InsufficientCredits, MethodNotAllowed, NotFound, TidegateError, Unauthorized
-from ..gateway import usage
 from ..gateway.generation import Gateway
 from ..gateway.router import Router
 from ..ids import new_ulid
@@ -152,7 +151,6 @@ class TidegateApp:
             if message["type"] == "lifespan.startup":
                 try:
                     await self.state.store.open()
-                    usage.warm_up_in_background()
                     self.state.tasks.add(asyncio.ensure_future(self._housekeeping()))
                     self.state.ready = True
                 except Exception as exc:

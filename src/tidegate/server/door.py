@@ -19,6 +19,7 @@ from ..errors import TidegateError, UpstreamError, UpstreamTimeout
 from ..events import Event, Failed
 from ..gateway.generation import ExistingGeneration, Generation
 from ..gateway.relay import KEEPALIVE, Committed
+from ..gateway.usage import tokenizer_ready
 from ..request import GenerationRequest
 from ..sse import encode_comment
 from ..store.base import ApiKey
@@ -148,6 +149,8 @@ async def drive_stream(
             await req.respond_error(exc, {"x-provider-attempts": str(gen.relay.attempts)})
             return
         failure = Failed("upstream_error", exc.message, gen.relay.provider or "")
+    if gen.recorder.usage is None:  # the ending may carry an estimate: never load the tokenizer on the loop
+        await tokenizer_ready()
     if failure is None:
         final = writer.finish()
         if not isinstance(final, Failed):
@@ -184,6 +187,8 @@ async def drive_json(req: Request, gen: Generation, builder: JsonBuilder) -> Non
         await gen.fail({"code": exc.error_code, "message": exc.message})
         await req.respond_error(exc, {"x-provider-attempts": str(gen.relay.attempts)})
         return
+    if gen.recorder.usage is None:
+        await tokenizer_ready()
     body = builder.build()
     if isinstance(body, Failed) or committed is None:
         failure = body if isinstance(body, Failed) else Failed("upstream_error", "the upstream sent nothing")
