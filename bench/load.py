@@ -67,6 +67,7 @@ class StreamRecord:
     status: int = 0
     error: str | None = None
     finished: bool = False
+    measured: bool = True  # False for --warmup streams: run, checked for errors, not timed
 
     def row(self) -> list[Any]:
         return [self.ttft_ms, self.ttlb_ms, self.chunks, self.content, self.done, self.status, self.error]
@@ -110,8 +111,10 @@ def request_parts(args: argparse.Namespace, stream: bool) -> tuple[str, bytes, d
     return url, orjson.dumps(body), headers
 
 
-async def one_stream(session: aiohttp.ClientSession, run: Run, url: str, body: bytes, headers: dict[str, str]) -> None:
-    rec = StreamRecord()
+async def one_stream(
+    session: aiohttp.ClientSession, run: Run, url: str, body: bytes, headers: dict[str, str], measured: bool = True
+) -> None:
+    rec = StreamRecord(measured=measured)
     run.records.append(rec)
     anthropic = run.args.api == "anthropic"
     t0 = time.perf_counter()
@@ -172,7 +175,7 @@ async def one_stream(session: aiohttp.ClientSession, run: Run, url: str, body: b
                         rec.content += 1
                         if rec.ttft_ms is None:
                             rec.ttft_ms = (now - t0) * 1000.0
-                        elif last_content is not None:
+                        elif last_content is not None and measured:
                             run.gaps_ms.append((now - last_content) * 1000.0)
                         last_content = now
             rec.ttlb_ms = (time.perf_counter() - t0) * 1000.0
@@ -216,9 +219,9 @@ async def stream_workers(session: aiohttp.ClientSession, run: Run) -> None:
     interval = 1.0 / args.ramp_per_s if args.ramp_per_s > 0 else 0.0
     t_start = time.perf_counter()
 
-    async def guarded() -> None:
+    async def guarded(measured: bool) -> None:
         async with sem:
-            await one_stream(session, run, url, body, with_key(args, headers))
+            await one_stream(session, run, url, body, with_key(args, headers), measured)
 
     tasks = []
     for i in range(total):
@@ -226,7 +229,7 @@ async def stream_workers(session: aiohttp.ClientSession, run: Run) -> None:
             delay = t_start + i * interval - time.perf_counter()
             if delay > 0:
                 await asyncio.sleep(delay)
-        tasks.append(asyncio.ensure_future(guarded()))
+        tasks.append(asyncio.ensure_future(guarded(i >= args.warmup)))
         run.started += 1
     await asyncio.gather(*tasks)
 
@@ -301,8 +304,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 "content_total": content,
                 "content_per_s": round(content / wall, 1) if wall > 0 else 0.0,
                 "max_open": run.max_open,
-                "ttft_ms": summary([r.ttft_ms for r in run.records if r.ttft_ms is not None]),
-                "ttlb_ms": summary([r.ttlb_ms for r in run.records if r.ttlb_ms is not None]),
+                "measured": sum(1 for r in run.records if r.measured),
+                "ttft_ms": summary([r.ttft_ms for r in run.records if r.ttft_ms is not None and r.measured]),
+                "ttlb_ms": summary([r.ttlb_ms for r in run.records if r.ttlb_ms is not None and r.measured]),
                 "gap_ms": summary(run.gaps_ms),
                 "keepalive_ms": summary(run.keepalive_ms),
             }
@@ -339,6 +343,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--concurrency", type=int, default=1)
     ap.add_argument("--requests", type=int, default=0, help="streams in total (default: --concurrency)")
     ap.add_argument("--ramp-per-s", type=float, default=0.0, help="new streams per second (0: all at once)")
+    ap.add_argument(
+        "--warmup", type=int, default=0, help="the first N streams run but are not timed (TTFT, gaps, last byte)"
+    )
     ap.add_argument("--duration", type=float, default=5.0, help="complete mode: seconds")
     ap.add_argument("--timeout", type=float, default=300.0, help="stop everything after this many seconds")
     ap.add_argument("--watch", type=parse_watch, action="append", default=[], metavar="NAME=PID")

@@ -75,6 +75,7 @@ def load(
     duration: float = 0.0,
     timeout: float = 300.0,
     idempotency_keys: bool = False,
+    warmup: int = 0,
 ) -> dict[str, Any] | None:
     if target.gateway and route not in target.routes:
         return None
@@ -105,6 +106,8 @@ def load(
         args += ["--duration", str(duration)]
     if idempotency_keys:
         args += ["--idempotency-keys"]
+    if warmup:
+        args += ["--warmup", str(warmup)]
     if target.gateway:
         args += ["--watch", f"gw={target.service.pid}"]
     load_before = os.getloadavg()
@@ -184,6 +187,12 @@ def ratio(vals: dict[str, float | None], num: str, den: str) -> float | None:
 # --- scenarios -------------------------------------------------------------------------------------
 
 
+def steady(c: int, stream_s: float, waves: int = 3) -> dict[str, Any]:
+    """c streams in flight with arrivals spread evenly (c per stream lifetime) instead of all in one
+    instant; the first wave (the ramp up to c in flight) runs but is not timed."""
+    return {"concurrency": c, "requests": c * waves, "ramp": c / stream_s, "warmup": c}
+
+
 def ttft(ctx: Ctx) -> list[Row]:
     rows: list[Row] = []
     shape = "bench-50x20"
@@ -191,7 +200,7 @@ def ttft(ctx: Ctx) -> list[Row]:
     levels = [(1, 5), (64, 64)] if ctx.quick else [(1, 20), (64, 64), (256, 256)]
     top = levels[-1][0]
     for c, n in levels:
-        v = f"c={c}, 50 chunks @ 20 ms"
+        v = f"c={c}, 50 chunks @ 20 ms" + (", burst: all started in one instant" if c > 1 else "")
         res = collect(
             ctx,
             "ttft",
@@ -203,33 +212,46 @@ def ttft(ctx: Ctx) -> list[Row]:
         r99 = Row("ttft", v, "TTFT p99", "ms", res["p99"])
         if c == 1:
             r50.budget, r50.ok = "added ≤ 1 ms", check(added(res["p50"]), 1.0)
-        if c == top:
-            r99.budget = "added ≤ 5 ms at c=256" + (" (quick: checked at c=64)" if c != 256 else "")
-            r99.ok = check(added(res["p99"]), 5.0)
         rows += [r50, r99]
-    return rows
+    # The budget's "p99 at 256 concurrent streams": 256 in flight, arrivals spread over a stream's
+    # lifetime (1 s), the ramp-up wave untimed.
+    plan = steady(top, 1.0)
+    v = f"c={top} in flight, 50 chunks @ 20 ms, steady: {plan['ramp']:g} new/s, first wave untimed"
+    res = collect(
+        ctx,
+        "ttft",
+        v,
+        {"p50": _p("ttft_ms", "p50"), "p99": _p("ttft_ms", "p99")},
+        lambda t: load(ctx, t, "ttft", v, shape, timeout=180, **plan),
+    )
+    r99 = Row("ttft", v, "TTFT p99", "ms", res["p99"])
+    r99.budget = "added ≤ 5 ms at c=256" + (" (quick: checked at c=64)" if top != 256 else "")
+    r99.ok = check(added(res["p99"]), 5.0)
+    return [*rows, Row("ttft", v, "TTFT p50", "ms", res["p50"]), r99]
 
 
 def gaps(ctx: Ctx) -> list[Row]:
     shape, c = "bench-64x20", 64 if ctx.quick else 256
-    v = f"c={c}, 64 chunks @ 20 ms"
-    res = collect(
-        ctx,
-        "gaps",
-        v,
-        {"p50": _p("gap_ms", "p50"), "p99": _p("gap_ms", "p99")},
-        lambda t: load(ctx, t, "gaps", v, shape, concurrency=c, timeout=120),
-    )
-    r99 = Row(
-        "gaps",
-        v,
-        "chunk gap p99",
-        "ms",
-        res["p99"],
-        budget="added ≤ 2 ms at c=256" + (" (quick: c=64)" if ctx.quick else ""),
-    )
-    r99.ok = check(added(res["p99"]), 2.0)
-    return [Row("gaps", v, "chunk gap p50", "ms", res["p50"]), r99]
+    rows: list[Row] = []
+    plan = steady(c, 64 * 0.020)
+    variants = [
+        (f"c={c}, 64 chunks @ 20 ms, burst: all started in one instant", {"concurrency": c}),
+        (f"c={c} in flight, 64 chunks @ 20 ms, steady: {plan['ramp']:g} new/s, first wave untimed", plan),
+    ]
+    for v, how in variants:
+        res = collect(
+            ctx,
+            "gaps",
+            v,
+            {"p50": _p("gap_ms", "p50"), "p99": _p("gap_ms", "p99")},
+            lambda t, v=v, how=how: load(ctx, t, "gaps", v, shape, timeout=180, **how),
+        )
+        r99 = Row("gaps", v, "chunk gap p99", "ms", res["p99"])
+        if how is plan:
+            r99.budget = "added ≤ 2 ms at c=256" + (" (quick: c=64)" if ctx.quick else "")
+            r99.ok = check(added(res["p99"]), 2.0)
+        rows += [Row("gaps", v, "chunk gap p50", "ms", res["p50"]), r99]
+    return rows
 
 
 def pace(ctx: Ctx) -> list[Row]:
