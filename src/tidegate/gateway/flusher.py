@@ -1,8 +1,9 @@
 """One owned task flushes every running generation's event logs (at least every 250 ms).
 
 A task per generation would wake 5 times a second per open stream: at thousands of slow streams that
-is tens of thousands of wake-ups a second for nothing. Here one loop visits only the recorders that
-have something pending; a slow store delays the next round, never a stream.
+is tens of thousands of wake-ups a second for nothing. Here one loop visits the registered recorders
+(only generations that keep logs register) and flushes those with something pending; a slow store
+delays the next round, never a stream.
 """
 
 from __future__ import annotations

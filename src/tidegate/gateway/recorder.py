@@ -52,9 +52,11 @@ class Recorder:
     _changed: asyncio.Event | None = None
 
     def start_flushing(self, flusher: LogFlusher) -> None:
-        """From now on the shared flusher writes this generation's logs (its record is durable)."""
-        self._flusher = flusher
-        flusher.register(self.record.id, self)
+        """From now on the shared flusher writes this generation's logs (its record is durable). A
+        generation that keeps no logs never has anything pending: the flusher never visits it."""
+        if self.keeps_logs:
+            self._flusher = flusher
+            flusher.register(self.record.id, self)
 
     @property
     def has_pending(self) -> bool:
