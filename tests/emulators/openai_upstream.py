@@ -177,7 +177,10 @@ class OpenAIUpstream:
         if scenario == "slow-first-byte":
             if not await self._sleep(request, rec, arg if arg is not None else 30.0):
                 return web.Response(status=499)
-        response = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
+        # api.openai.com answers through Cloudflare, which sets a bot-management cookie on responses
+        # (`Secure` there; left off here so that an HTTP client with a cookie jar would send it back).
+        cookie = f"__cf_bm=emu-{rec.n}; path=/; HttpOnly; SameSite=None"
+        response = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream", "Set-Cookie": cookie})
         await response.prepare(request)
         try:
             await self._play(request, response, rec, scenario, arg, model)

@@ -37,11 +37,14 @@ def server(emu: OpenAIUpstream, tmp_path_factory: pytest.TempPathFactory) -> Ite
         "emu": {"kind": "openai", "base_url": emu.base_url, "api_key_env": "EMU_KEY"},
         "emu2": {"kind": "openai", "base_url": emu.base_url, "headers": {"x-extra": "yes"}},
         "dead": {"kind": "openai", "base_url": dead},
+        # by host name: aiohttp's default cookie jar ignores cookies from IP addresses
+        "emu-by-name": {"kind": "openai", "base_url": emu.base_url.replace("127.0.0.1", "localhost")},
     }
     models: dict[str, list[tuple[str, str]]] = {
         f"p/{s}": [("emu", s)]
         for s in ("text", "reasoning", "reasoning_content", "reasoning_details", "tools", "no-usage")
     }
+    models["p/by-name"] = [("emu-by-name", "text")]
     for fault in ("http-401", "http-403", "http-429", "http-500", "http-503", "slow-first-byte:5"):
         models[f"fb/{fault}"] = [("emu", fault), ("emu2", "text")]
     models["fb/headers-then-silence"] = [("emu", "headers-then-silence:5"), ("emu2", "text")]
@@ -305,3 +308,13 @@ def test_every_route_failed_is_a_json_error(
     rec = record(server, resp.headers["x-generation-id"])
     assert rec["status"] == "failed"
     assert EMU_KEY not in orjson.dumps(rec).decode()
+
+
+def test_cookies_an_upstream_sets_never_reach_another_request(server: ServerProcess, emu: OpenAIUpstream) -> None:
+    """The upstream sets a cookie on every answer (as Cloudflare does in front of api.openai.com); one
+    tenant's cookie must not ride on the next request, whoever sends it."""
+    body = {"model": "p/by-name", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+    for _ in range(3):
+        assert stream_sse(server.base_url + "/v1/chat/completions", body, server.headers).done
+    recent = emu.requests[-3:]
+    assert all("cookie" not in r.headers for r in recent), [r.headers.get("cookie") for r in recent]

@@ -98,11 +98,14 @@ def retry_after_seconds(headers: dict[str, str]) -> float | None:
 
 
 def new_session(connect_timeout_s: float) -> aiohttp.ClientSession:
-    """One upstream connection pool (keep-alive, no total timeout: the relay owns time)."""
+    """One upstream connection pool (keep-alive, no total timeout: the relay owns time). No cookie
+    jar: a cookie an upstream sets while answering one tenant must never ride on another tenant's
+    request (and filtering a jar costs every request)."""
     return aiohttp.ClientSession(
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s),
         connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
         skip_auto_headers=("User-Agent",),
+        cookie_jar=aiohttp.DummyCookieJar(),
     )
 
 
