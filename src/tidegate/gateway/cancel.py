@@ -64,30 +64,98 @@ class CancelSignal(asyncio.Event):
 MIN_WAIT_S: Final = 0.001
 
 
-async def wait_upstream(step: Awaitable[T], deadline: float, signal: CancelSignal) -> T | _Outcome:
-    """`await step` until `deadline` (loop time; inf for none): its result, TIMED_OUT or CANCELLED."""
-    if signal.is_set():
-        if asyncio.iscoroutine(step):
-            step.close()
-        return CANCELLED
-    task = asyncio.current_task()
-    assert task is not None
-    signal._waiting = task
-    loop = asyncio.get_running_loop()
-    scope = asyncio.timeout_at(None if math.isinf(deadline) else max(deadline, loop.time() + MIN_WAIT_S))
-    try:
-        async with scope:
-            return await step
-    except TimeoutError:
-        if scope.expired():
-            return TIMED_OUT
-        raise
-    except asyncio.CancelledError:
-        if signal._took_back(task):
+class UpstreamClock:
+    """A relay's deadline for its upstream waits: one timer, re-armed lazily.
+
+    `asyncio.timeout` arms and cancels a timer around every read; a stream that gets a chunk every
+    20 ms with a 10 s keep-alive would pay that 50 times a second. Here the timer is armed once per
+    deadline; when it fires and the deadline has moved on (data came), it re-arms at the new one, and
+    it interrupts only a wait that is in progress (cancel, then `uncancel` in `wait`).
+    """
+
+    __slots__ = ("_armed_at", "_deadline", "_fired", "_handle", "_loop", "_signal", "_waiting")
+
+    def __init__(self, signal: CancelSignal) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._signal = signal
+        self._deadline = math.inf
+        self._handle: asyncio.TimerHandle | None = None
+        self._armed_at = math.inf
+        self._waiting: asyncio.Task[Any] | None = None
+        self._fired = False
+
+    def _on_timer(self) -> None:
+        self._handle = None
+        self._armed_at = math.inf
+        if self._loop.time() < self._deadline - MIN_WAIT_S:  # data moved the deadline on: re-arm
+            self._arm(self._deadline)
+            return
+        task = self._waiting
+        if task is not None and not task.done() and not self._fired:
+            self._fired = True
+            task.cancel()
+
+    def _arm(self, when: float) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle = self._loop.call_at(when, self._on_timer)
+        self._armed_at = when
+
+    async def wait(self, step: Awaitable[T], deadline: float) -> T | _Outcome:
+        """`await step` until `deadline` (loop time; inf for none): its result, TIMED_OUT or CANCELLED."""
+        signal = self._signal
+        if signal.is_set():
+            if asyncio.iscoroutine(step):
+                step.close()
             return CANCELLED
-        raise
-    finally:
-        signal._waiting = None
-        if signal._interrupted is task:  # the step swallowed the cancellation: undo it all the same
+        task = asyncio.current_task()
+        assert task is not None
+        if math.isinf(deadline):
+            self._deadline = math.inf
+        else:
+            self._deadline = max(deadline, self._loop.time() + MIN_WAIT_S)
+            if self._armed_at > self._deadline + MIN_WAIT_S:  # never armed, or armed too late
+                self._arm(self._deadline)
+        self._waiting = task
+        signal._waiting = task
+        self._fired = False
+        try:
+            return await step
+        except asyncio.CancelledError:
+            by_signal = signal._interrupted is task
+            by_timer = self._fired
+            if not (by_signal or by_timer):
+                raise
             signal._interrupted = None
-            task.uncancel()
+            self._fired = False
+            outside = task.uncancel() if by_signal else task.cancelling()
+            if by_timer:
+                outside = task.uncancel()
+            if outside > 0:  # somebody else cancelled this task too: that one wins
+                raise
+            return CANCELLED if by_signal else TIMED_OUT
+        finally:
+            self._waiting = None
+            signal._waiting = None
+            # a step that swallowed our cancellation: undo it all the same
+            if signal._interrupted is task:
+                signal._interrupted = None
+                task.uncancel()
+            if self._fired:
+                self._fired = False
+                task.uncancel()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+            self._armed_at = math.inf
+
+
+async def wait_upstream(step: Awaitable[T], deadline: float, signal: CancelSignal) -> T | _Outcome:
+    """One wait on a clock of its own (the relay keeps one clock per route)."""
+    clock = UpstreamClock(signal)
+    try:
+        return await clock.wait(step, deadline)
+    finally:
+        clock.close()

@@ -35,7 +35,7 @@ from ..errors import (
 from ..events import Event, Failed, Finished, Started
 from ..providers.base import ChatProvider, UpstreamStream
 from ..request import GenerationRequest
-from .cancel import CANCELLED, TIMED_OUT, CancelSignal, wait_upstream
+from .cancel import CANCELLED, TIMED_OUT, CancelSignal, UpstreamClock
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +149,7 @@ class Relay:
         last_keepalive = last_data
         idle_checked = False
         finished = False
+        clock = UpstreamClock(self.cancel)
         try:
             while True:
                 idle_deadline = last_data + idle
@@ -161,7 +162,7 @@ class Relay:
                 else:
                     step = provider.open_chat(self.request, route.model)
                 try:
-                    outcome: Any = await wait_upstream(step, min(idle_deadline, ka_deadline), self.cancel)
+                    outcome: Any = await clock.wait(step, min(idle_deadline, ka_deadline))
                     if stream is None and opening is not None and opening.done() and not self.cancel.is_set():
                         outcome = opening.result()  # the open's own failure raises here
                 except ProviderFailure as exc:
@@ -270,6 +271,7 @@ class Relay:
                         finished = True
                     yield event
         finally:
+            clock.close()
             await self._close(stream, opening)
 
     @staticmethod

@@ -14,7 +14,7 @@ import pytest
 
 from tidegate.config import Route
 from tidegate.events import Event, Finished, TextDelta
-from tidegate.gateway.cancel import CANCELLED, TIMED_OUT, CancelSignal, wait_upstream
+from tidegate.gateway.cancel import CANCELLED, TIMED_OUT, CancelSignal, UpstreamClock, wait_upstream
 from tidegate.gateway.relay import KEEPALIVE, Committed, Relay, RelaySettings
 from tidegate.request import GenerationRequest
 
@@ -86,6 +86,29 @@ async def test_a_deadline_that_passed_while_the_loop_was_busy_still_polls_the_so
     peer.sendall(b"sent in time")
     time.sleep(0.2)  # noqa: ASYNC251 - the loop is busy (a slow client write, a big JSON) past the deadline
     assert await wait_upstream(reader.read(100), deadline, CancelSignal()) == b"sent in time"
+    peer.close()
+
+
+async def test_one_timer_per_deadline_not_per_read() -> None:
+    """Reads that keep getting data move the deadline on without re-arming a timer each time; once
+    the data stops, the wait still ends at its deadline."""
+    reader, peer = await _pair()
+    loop = asyncio.get_running_loop()
+    clock = UpstreamClock(CancelSignal())
+    handles = set()
+    first_deadline = loop.time() + 0.3
+    for i in range(10):
+        loop.call_later(0.005, peer.sendall, b"x")
+        assert await clock.wait(reader.read(1), loop.time() + 0.3) == b"x", i
+        handles.add(id(clock._handle))
+    assert len(handles) == 1  # armed once, for the first deadline
+    started = loop.time()
+    assert started + 0.35 > first_deadline
+    assert await clock.wait(reader.read(1), started + 0.35) is TIMED_OUT
+    assert 0.34 <= loop.time() - started < 0.6  # the first timer re-armed at the moved deadline
+    task = asyncio.current_task()
+    assert task is not None and task.cancelling() == 0
+    clock.close()
     peer.close()
 
 
