@@ -35,7 +35,7 @@ from ..errors import (
 from ..events import Event, Failed, Finished, Started
 from ..providers.base import ChatProvider, UpstreamStream
 from ..request import GenerationRequest
-from .cancel import CANCELLED, TIMED_OUT, CancelSignal, UpstreamClock
+from .cancel import CANCELLED, MIN_WAIT_S, TIMED_OUT, CancelSignal, UpstreamClock
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,12 +199,15 @@ class Relay:
                     raise GenerationCancelled("the generation was cancelled")
                 if outcome is TIMED_OUT:
                     now = loop.time()
-                    if now >= idle_deadline and not idle_checked:
+                    due = now + MIN_WAIT_S  # the clock may fire up to MIN_WAIT_S before a deadline
+                    if due < idle_deadline and due < ka_deadline:
+                        continue
+                    if due >= idle_deadline and not idle_checked:
                         # The loop may have been busy past the deadline with the upstream's bytes
                         # already on the socket (timers run before I/O): look once more first.
                         idle_checked = True
                         continue
-                    if now >= idle_deadline:
+                    if due >= idle_deadline:
                         failure = Failed(
                             "upstream_timeout",
                             f"no data from the upstream for {idle:g} s",

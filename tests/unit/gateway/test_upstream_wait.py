@@ -11,6 +11,7 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
+import uvloop
 
 from tidegate.config import Route
 from tidegate.events import Event, Finished, TextDelta
@@ -135,10 +136,13 @@ class _SocketProvider:
     name = "sock"
     kind = "test"
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+    def __init__(self, reader: asyncio.StreamReader, open_s: float = 0.0) -> None:
         self.reader = reader
+        self.open_s = open_s  # how long the upstream takes to answer with its headers
 
     async def open_chat(self, request: GenerationRequest, served_model: str) -> _SocketStream:
+        if self.open_s:
+            await asyncio.sleep(self.open_s)
         return _SocketStream(self.reader)
 
     async def aclose(self) -> None:
@@ -175,3 +179,33 @@ async def test_relay_reads_bytes_that_arrived_while_the_loop_was_blocked(streami
     assert isinstance(items[0], Committed) and isinstance(items[-1], Finished)
     assert KEEPALIVE not in items
     peer.close()
+
+
+def test_an_idle_deadline_never_commits_a_stream_with_a_keepalive_still_far_off() -> None:
+    """Headers, then silence past the idle timeout, keep-alive 30 s away: the route fails before the
+    commit point and the next one serves. On uvloop (what the server runs) timers have millisecond
+    resolution, so the clock may fire a hair before a deadline; the relay must still read that as the
+    idle deadline, never as a keep-alive that commits the stream."""
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(_idle_deadline_attempts())
+
+
+async def _idle_deadline_attempts() -> None:
+    for attempt in range(15):
+        silent_reader, silent_peer = await _pair()
+        good_reader, good_peer = await _pair()
+        good_peer.sendall(b"hello\nEND\n")
+        request = GenerationRequest(model="m", messages=[{"role": "user", "content": "hi"}], stream=True)
+        settings = RelaySettings(streaming=True, keepalive_s=30.0, idle_timeout_for=lambda _n: 0.05)
+        routes = [
+            # headers after 1.1-4.6 ms: the deadline moves on by that much after the timer was armed
+            (_SocketProvider(silent_reader, 0.0011 + attempt * 0.00025), Route(provider="sock", model="silent")),
+            (_SocketProvider(good_reader), Route(provider="sock", model="good")),
+        ]
+        relay = Relay(request, routes, settings, CancelSignal())  # type: ignore[arg-type]
+        items = [item async for item in _collect(relay)]
+        assert isinstance(items[0], Committed), (attempt, items)
+        assert items[0].attempts == 2 and items[0].failed_routes[0].code == "upstream_timeout", (attempt, items)
+        assert KEEPALIVE not in items
+        silent_peer.close()
+        good_peer.close()
