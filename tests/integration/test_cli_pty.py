@@ -21,6 +21,7 @@ import pty
 import re
 import select
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -103,6 +104,10 @@ class Screen:
         return {d for c, d in self.lines[row] if c.strip()}
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class PtyCli:
     """`python -m tidegate ARGS` with stdin/stdout/stderr on a new pty that is its controlling terminal."""
 
@@ -120,6 +125,10 @@ class PtyCli:
             stderr=slave,
             env=env,
             close_fds=True,
+            # a CLI on a real terminal has SIGINT at its default; a test runner started in the
+            # background (`cmd &` in a script) ignores it, and an ignored signal stays ignored
+            # across exec, so Ctrl-C would do nothing
+            preexec_fn=_default_sigint,
         )
         os.close(slave)
         self.master = master
