@@ -50,13 +50,6 @@ class CancelSignal(asyncio.Event):
             self._interrupted = task
             task.cancel()
 
-    def _took_back(self, task: asyncio.Task[Any]) -> bool:
-        """True when this signal's own cancel of `task` was the only one pending (now undone)."""
-        if self._interrupted is not task:
-            return False
-        self._interrupted = None
-        return task.uncancel() == 0
-
 
 # A deadline that passed while the consumer was away (writing to a slow client) still gets one poll
 # of the sockets: bytes the upstream sent meanwhile may sit unread in the kernel, and silence is only
@@ -128,7 +121,9 @@ class UpstreamClock:
                 raise
             signal._interrupted = None
             self._fired = False
-            outside = task.uncancel() if by_signal else task.cancelling()
+            outside = task.cancelling()
+            if by_signal:
+                outside = task.uncancel()
             if by_timer:
                 outside = task.uncancel()
             if outside > 0:  # somebody else cancelled this task too: that one wins
@@ -150,12 +145,3 @@ class UpstreamClock:
             self._handle.cancel()
             self._handle = None
             self._armed_at = math.inf
-
-
-async def wait_upstream(step: Awaitable[T], deadline: float, signal: CancelSignal) -> T | _Outcome:
-    """One wait on a clock of its own (the relay keeps one clock per route)."""
-    clock = UpstreamClock(signal)
-    try:
-        return await clock.wait(step, deadline)
-    finally:
-        clock.close()

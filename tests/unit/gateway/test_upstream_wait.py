@@ -8,18 +8,30 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
 
 import pytest
 import uvloop
 
 from tidegate.config import Route
 from tidegate.events import Event, Finished, TextDelta
-from tidegate.gateway.cancel import CANCELLED, TIMED_OUT, CancelSignal, UpstreamClock, wait_upstream
+from tidegate.gateway.cancel import CANCELLED, TIMED_OUT, CancelSignal, UpstreamClock
 from tidegate.gateway.relay import KEEPALIVE, Committed, Relay, RelaySettings
 from tidegate.request import GenerationRequest
 
+T = TypeVar("T")
+
 _writers: list[asyncio.StreamWriter] = []  # a collected writer would close the transport
+
+
+async def wait_upstream(step: Awaitable[T], deadline: float, signal: CancelSignal) -> object:
+    """One wait on a clock of its own (the relay keeps one clock per route)."""
+    clock = UpstreamClock(signal)
+    try:
+        return await clock.wait(step, deadline)
+    finally:
+        clock.close()
 
 
 async def _pair() -> tuple[asyncio.StreamReader, socket.socket]:
