@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 from ..config import Config, ModelConfig, ProviderConfig, Route
 from ..errors import InvalidRequest, ModelNotFound, NoProviderAvailable
 from ..providers.base import ChatProvider
 from ..providers.embeddings import EmbeddingProvider, build_embedding_provider
+
+log = logging.getLogger("tidegate.router")
+HTTP_CHAT_KINDS = frozenset({"openai", "anthropic", "bedrock", "vertex"})
 
 
 def build_provider(config: ProviderConfig, connect_timeout_s: float = 10.0) -> ChatProvider:
@@ -46,6 +51,18 @@ class Router:
             p = build_provider(self.config.providers[name], self.config.server.connect_timeout_s)
             self._providers[name] = p
         return p
+
+    def warm(self) -> None:
+        """Build every HTTP chat provider now, at startup: importing a provider module (aiohttp, its
+        SSL context) on the first request stalled every stream on the loop for ~0.3 s. The local
+        model stays lazy (it loads its weights when first asked). A provider that cannot be built
+        stays lazy too: its requests get the error, as before."""
+        for name, provider in self.config.providers.items():
+            if provider.kind in HTTP_CHAT_KINDS:
+                try:
+                    self.provider(name)
+                except Exception as exc:  # reported per request, where it was always reported
+                    log.warning("provider %s could not be built at startup: %s", name, type(exc).__name__)
 
     def model(self, model_id: str, door_type: str) -> ModelConfig:
         m = self.config.models.get(model_id)

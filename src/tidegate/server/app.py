@@ -17,7 +17,7 @@ from ..gateway.router import Router
 from ..ids import new_ulid
 from ..keys import Authenticator
 from ..store.base import ApiKey, GenerationStore, open_store
-from . import chat, generations, models, ops, replay
+from . import chat, generations, heap, models, ops, replay
 from . import embeddings as embeddings_door
 from . import images as images_door
 from . import native as native_door
@@ -57,8 +57,10 @@ def _route_label(path: str) -> str:
 
 
 class TidegateApp:
-    def __init__(self, config: Config, store: GenerationStore | None = None) -> None:
+    def __init__(self, config: Config, store: GenerationStore | None = None, *, settle_heap: bool = False) -> None:
+        """`settle_heap`: a server worker freezes its startup heap and tunes the collector (server/heap.py)."""
         self.config = config
+        self._settle_heap = settle_heap
         store = store or open_store(config.store.url)
         router = Router(config)
         self.state = AppState(
@@ -151,7 +153,10 @@ class TidegateApp:
             if message["type"] == "lifespan.startup":
                 try:
                     await self.state.store.open()
+                    self.state.gateway.router.warm()
                     self.state.tasks.add(asyncio.ensure_future(self._housekeeping()))
+                    if self._settle_heap:
+                        heap.settle()
                     self.state.ready = True
                 except Exception as exc:
                     await send({"type": "lifespan.startup.failed", "message": str(exc)})

@@ -11,4 +11,4 @@ from .app import TidegateApp
 
 def create_app() -> TidegateApp:
     logging.basicConfig(level=os.environ.get("TIDEGATE_LOG_LEVEL", "INFO"))
-    return TidegateApp(load_config(os.environ.get("TIDEGATE_CONFIG") or None))
+    return TidegateApp(load_config(os.environ.get("TIDEGATE_CONFIG") or None), settle_heap=True)
