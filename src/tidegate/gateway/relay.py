@@ -228,7 +228,7 @@ class Relay:
                 last_data = loop.time()
                 idle_checked = False
                 if stream is None:
-                    stream = outcome
+                    stream, opening = outcome, None  # the finished open task is not kept for the stream's life
                     continue
                 batch = outcome
                 if batch is None:

@@ -23,7 +23,7 @@ from ..gateway.usage import tokenizer_ready
 from ..request import GenerationRequest
 from ..sse import encode_comment
 from ..store.base import ApiKey
-from .disconnect import watch_disconnect
+from .disconnect import DisconnectWatch
 from .http import Request
 from .idempotency import SSE_CONTENT_TYPE, answer_existing, idempotency_key, request_hash, resume_ended
 from .state import AppState
@@ -104,7 +104,7 @@ async def serve_generation(req: Request, state: AppState, key: ApiKey, spec: Doo
     # A request without Idempotency-Key is cancelled when its client goes away (CONTRACT §7).
     cancel_on_disconnect = gen.cancel if gen.record.idempotency_key is None else None
     try:
-        async with watch_disconnect(req, cancel_on_disconnect):
+        async with DisconnectWatch(req, cancel_on_disconnect):
             if streaming:
                 await drive_stream(req, state, gen, spec.make_stream(gen), spec.stream_headers)
             else:

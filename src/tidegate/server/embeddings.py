@@ -18,7 +18,7 @@ from ..gateway.generation import EmbeddingGeneration, ExistingGeneration
 from ..providers.embeddings import EmbeddingInputs
 from ..render.embeddings import embeddings_json
 from ..store.base import ApiKey
-from .disconnect import watch_disconnect
+from .disconnect import DisconnectWatch
 from .embeddings_request import MAX_TOTAL_TOKENS, EmbeddingRequest, parse_embedding_request
 from .http import Request
 from .idempotency import answer_existing, idempotency_key, request_hash
@@ -76,7 +76,7 @@ async def _embed(req: Request, gen: EmbeddingGeneration, request: EmbeddingReque
     recorder, relay = gen.recorder, gen.relay
     # A request without Idempotency-Key is cancelled when its client goes away (CONTRACT §7).
     try:
-        async with watch_disconnect(req, gen.cancel if gen.record.idempotency_key is None else None):
+        async with DisconnectWatch(req, gen.cancel if gen.record.idempotency_key is None else None):
             outcome = await relay.run(request.inputs, request.dimensions)
     except TidegateError as exc:
         await recorder.finish(
