@@ -22,7 +22,7 @@ from . import embeddings as embeddings_door
 from . import images as images_door
 from . import native as native_door
 from . import responses as responses_door
-from .http import Message, Receive, Request, Scope, Send
+from .http import Receive, Request, Scope, Send
 from .state import AppState
 
 log = logging.getLogger("tidegate.server")
@@ -76,14 +76,7 @@ class TidegateApp:
             return
         if scope["type"] != "http":
             return
-        status_box = [0]
-
-        async def counting_send(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                status_box[0] = int(message["status"])
-            await send(message)
-
-        req = Request.from_scope(scope, receive, counting_send)
+        req = Request.from_scope(scope, receive, send)
         try:
             await self._dispatch(req)
         except TidegateError as exc:
@@ -97,7 +90,7 @@ class TidegateApp:
                     {"error": {"code": "internal_error", "message": "internal error", "type": "server_error"}},
                 )
         finally:
-            metrics.HTTP_REQUESTS.inc(_route_label(req.path), str(status_box[0]))
+            metrics.HTTP_REQUESTS.inc(_route_label(req.path), str(req.status))
 
     async def _dispatch(self, req: Request) -> None:
         path = req.path

@@ -25,6 +25,7 @@ class Request:
     headers: dict[str, str] = field(default_factory=dict)
     path_params: dict[str, str] = field(default_factory=dict)
     started: bool = False  # response start sent
+    status: int = 0  # the status sent (0: none yet), for the request metric
 
     @classmethod
     def from_scope(cls, scope: Scope, receive: Receive, send: Send) -> Request:
@@ -93,6 +94,7 @@ class Request:
         headers = [(b"content-type", content_type.encode()), *self.base_headers(extra)]
         if content_type.startswith("text/event-stream"):
             headers += [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+        self.status = status
         await self.send({"type": "http.response.start", "status": status, "headers": headers})
         self.started = True
 
@@ -107,6 +109,7 @@ class Request:
             (b"content-length", str(len(body)).encode()),
             *self.base_headers(extra),
         ]
+        self.status = status
         await self.send({"type": "http.response.start", "status": status, "headers": headers})
         self.started = True
         await self.send({"type": "http.response.body", "body": body, "more_body": False})
