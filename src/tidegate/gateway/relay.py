@@ -200,14 +200,17 @@ class Relay:
                 if outcome is TIMED_OUT:
                     now = loop.time()
                     due = now + MIN_WAIT_S  # the clock may fire up to MIN_WAIT_S before a deadline
-                    if due < idle_deadline and due < ka_deadline:
+                    # An open awaited in place (JSON requests) was cancelled with the wait: waiting
+                    # again would send the upstream request a second time, so its deadline is final.
+                    in_place_open = stream is None and opening is None
+                    if not in_place_open and due < idle_deadline and due < ka_deadline:
                         continue
-                    if due >= idle_deadline and not idle_checked:
+                    if not in_place_open and due >= idle_deadline and not idle_checked:
                         # The loop may have been busy past the deadline with the upstream's bytes
                         # already on the socket (timers run before I/O): look once more first.
                         idle_checked = True
                         continue
-                    if due >= idle_deadline:
+                    if in_place_open or due >= idle_deadline:
                         failure = Failed(
                             "upstream_timeout",
                             f"no data from the upstream for {idle:g} s",

@@ -15,6 +15,7 @@ import pytest
 import uvloop
 
 from tidegate.config import Route
+from tidegate.errors import TidegateError
 from tidegate.events import Event, Finished, TextDelta
 from tidegate.gateway.cancel import CANCELLED, TIMED_OUT, CancelSignal, UpstreamClock
 from tidegate.gateway.relay import KEEPALIVE, Committed, Relay, RelaySettings
@@ -221,3 +222,35 @@ async def _idle_deadline_attempts() -> None:
         assert KEEPALIVE not in items
         silent_peer.close()
         good_peer.close()
+
+
+class _CountingSilentProvider:
+    """An upstream that never answers with its headers; counts the requests it was sent."""
+
+    name = "silent"
+    kind = "test"
+
+    def __init__(self) -> None:
+        self.opened = 0
+
+    async def open_chat(self, request: GenerationRequest, served_model: str) -> _SocketStream:
+        self.opened += 1
+        await asyncio.sleep(3600)
+        raise AssertionError("unreachable")
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_json_request_whose_upstream_never_answers_is_sent_to_it_once() -> None:
+    """A JSON request opens its upstream in place; the idle deadline cancels that open. Looking once
+    more (as a stream read does) would send the upstream request a second time."""
+    silent = _CountingSilentProvider()
+    request = GenerationRequest(model="m", messages=[{"role": "user", "content": "hi"}], stream=False)
+    settings = RelaySettings(streaming=False, keepalive_s=10.0, idle_timeout_for=lambda _n: 0.05)
+    relay = Relay(request, [(silent, Route(provider="silent", model="m"))], settings, CancelSignal())  # type: ignore[list-item]
+    with pytest.raises(TidegateError):
+        async for _item in _collect(relay):
+            pass
+    assert silent.opened == 1
+    assert relay.failures[0].code == "upstream_timeout"
