@@ -124,7 +124,7 @@ class TidegateApp:
         raise NotFound(f"no endpoint {req.method} {path}")
 
     async def _authenticate(self, req: Request) -> ApiKey:
-        key = await self.state.auth.authenticate(req.headers.get("authorization"))
+        key = await self.state.auth.authenticate(req.header("authorization"))
         if key is None:
             raise Unauthorized("missing or unknown API key: send 'Authorization: Bearer <key>'")
         if key.credits is not None and key.spent >= key.credits:

@@ -22,19 +22,24 @@ class Request:
     receive: Receive
     send: Send
     generation_id: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
     path_params: dict[str, str] = field(default_factory=dict)
     started: bool = False  # response start sent
     status: int = 0  # the status sent (0: none yet), for the request metric
 
     @classmethod
     def from_scope(cls, scope: Scope, receive: Receive, send: Send) -> Request:
-        headers: dict[str, str] = {}
-        for k, v in scope.get("headers", []):
-            name = k.decode("latin-1").lower()
-            value = v.decode("latin-1")
-            headers[name] = f"{headers[name]}, {value}" if name in headers else value
-        return cls(scope=scope, receive=receive, send=send, headers=headers)
+        return cls(scope=scope, receive=receive, send=send)
+
+    def header(self, name: str, default: str | None = None) -> str | None:
+        """One request header (`name` in lower case); repeated ones joined with ", ". Read from the
+        scope on demand: a decoded copy of every header would live as long as the stream."""
+        raw = name.encode("latin-1")
+        found: str | None = None
+        for k, v in self.scope.get("headers", ()):
+            if k == raw or (len(k) == len(raw) and k.lower() == raw):
+                value = v.decode("latin-1")
+                found = value if found is None else f"{found}, {value}"
+        return default if found is None else found
 
     @property
     def method(self) -> str:
@@ -51,7 +56,7 @@ class Request:
 
     async def body(self, limit: int) -> bytes:
         """The whole body, or 413 as soon as it exceeds `limit` (chunked bodies included)."""
-        declared = self.headers.get("content-length")
+        declared = self.header("content-length")
         if declared is not None:
             try:
                 if int(declared) > limit:

@@ -25,7 +25,7 @@ SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 
 
 def idempotency_key(req: Request) -> str | None:
-    value = req.headers.get("idempotency-key")
+    value = req.header("idempotency-key")
     if value is None:
         return None
     if not 1 <= len(value) <= 255 or not all(0x21 <= ord(c) <= 0x7E for c in value):
@@ -39,7 +39,7 @@ def request_hash(door: str, body: Any) -> str:
 
 
 def last_event_id(req: Request) -> int | None:
-    value = req.headers.get("last-event-id")
+    value = req.header("last-event-id")
     if value is None or value == "":
         return None
     try:
@@ -52,7 +52,7 @@ def last_event_id(req: Request) -> int | None:
 
 
 def wants_sse(req: Request) -> bool:
-    return "text/event-stream" in req.headers.get("accept", "")
+    return "text/event-stream" in (req.header("accept") or "")
 
 
 def record_headers(record: GenerationRecord, replayed: bool = True) -> dict[str, str]:
