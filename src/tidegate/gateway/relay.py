@@ -276,6 +276,7 @@ class Relay:
                     if isinstance(event, Finished):
                         finished = True
                     yield event
+                del outcome, batch, event  # not kept alive while the next read waits (memory per stream)
         finally:
             clock.close()
             await self._close(stream, opening)

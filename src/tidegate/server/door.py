@@ -143,6 +143,7 @@ async def drive_stream(
                     failure = event
                     break
                 await write(writer.event(event))
+                del item, event  # not kept alive while the next one is awaited (memory per stream)
     except TidegateError as exc:
         if not req.started:
             await gen.fail({"code": exc.error_code, "message": exc.message})
