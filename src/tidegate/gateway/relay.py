@@ -3,13 +3,14 @@
 It walks a model's routes (fallback), owns the commit point, keep-alive ticks, the upstream idle
 timeout, cancellation (client disconnect or the cancel endpoint) and the "no terminal event" check.
 Doors consume its items: `Committed` (send the 200 and headers now), `KEEPALIVE` (write a comment)
-and canonical events. Before the commit point a failed route moves to the next; when every route
-failed, `run` raises the CONTRACT §4 error. After the commit point every failure is one `Failed`
-event and the iteration ends. The commit point (the first upstream event, or the first keep-alive on
-a stream) holds for non-stream requests too: once events reached the door, no other route is tried.
-The upstream is closed before a terminal `Failed` is handed out, so a door that stops reading there
-never keeps the upstream connection open. Each upstream step is awaited in place by the consuming
-task under a deadline (`cancel.py`): no task per read, and the cancel signal interrupts the wait.
+and batches of canonical events (one per upstream read). Before the commit point a failed route
+moves to the next; when every route failed, `run` raises the CONTRACT §4 error. After the commit
+point every failure ends a batch with one `Failed` event and the iteration ends. The commit point
+(the first upstream event, or the first keep-alive on a stream) holds for non-stream requests too:
+once events reached the door, no other route is tried. The upstream is closed before a terminal
+`Failed` is handed out, so a door that stops reading there never keeps the upstream connection open.
+Each upstream step is awaited in place by the consuming task under a deadline (`cancel.py`): no
+task per read, and the cancel signal interrupts the wait.
 """
 
 from __future__ import annotations
@@ -66,7 +67,9 @@ class _KeepAlive:
 
 KEEPALIVE: Final = _KeepAlive()
 
-RelayItem = Committed | _KeepAlive | Event
+# Events come in batches: the events of one upstream read, handed over in one step (a generator
+# step per event cost more than the event itself). A batch is never empty.
+RelayItem = Committed | _KeepAlive | list[Event]
 
 
 class GenerationCancelled(TidegateError):
@@ -178,7 +181,7 @@ class Relay:
                             raise InvalidRequest(exc.message) from None
                     for item in self._fail(provider.name, failure, exc.code, exc.retry_after):
                         await self._close(stream, opening)
-                        yield item
+                        yield [item]
                     return
                 except (asyncio.CancelledError, GeneratorExit):
                     raise
@@ -186,7 +189,7 @@ class Relay:
                     failure = Failed("upstream_error", f"{type(exc).__name__} from provider", provider.name)
                     for item in self._fail(provider.name, failure, "upstream_error", None):
                         await self._close(stream, opening)
-                        yield item
+                        yield [item]
                     return
                 if outcome is CANCELLED or self.cancel.is_set():
                     if stream is None and opening is None and outcome is not CANCELLED and outcome is not TIMED_OUT:
@@ -194,7 +197,7 @@ class Relay:
                     if self.committed:
                         self._route_done = True
                         await self._close(stream, opening)
-                        yield Failed("cancelled", "the generation was cancelled", provider.name, False)
+                        yield [Failed("cancelled", "the generation was cancelled", provider.name, False)]
                         return
                     raise GenerationCancelled("the generation was cancelled")
                 if outcome is TIMED_OUT:
@@ -218,7 +221,7 @@ class Relay:
                         )
                         for item in self._fail(provider.name, failure, "upstream_timeout", None):
                             await self._close(stream, opening)
-                            yield item
+                            yield [item]
                         return
                     if not self.committed:
                         self.committed = True
@@ -244,7 +247,7 @@ class Relay:
                         provider.name,
                     )
                     for item in self._fail(provider.name, failure, "upstream_error", None):
-                        yield item
+                        yield [item]
                     return
                 assert isinstance(batch, list)
                 if not batch:  # bytes arrived that carried no event (ping, comment)
@@ -255,14 +258,14 @@ class Relay:
                     early_failure = next((e for e in batch if isinstance(e, Failed)), None)
                     if early_failure is not None:
                         for item in self._fail(provider.name, early_failure, early_failure.code, None):
-                            yield item
+                            yield [item]
                         return
                     started = next((e for e in batch if isinstance(e, Started)), None)
                     self.committed = True
                     self.provider = provider.name
                     self.served_model = started.served_model if started else route.model
                     yield Committed(provider.name, self.served_model, self.attempts, tuple(self.failures))
-                for event in batch:
+                for i, event in enumerate(batch):
                     if isinstance(event, Failed):
                         self._route_done = True
                         metrics.UPSTREAM_FAILURES.inc(provider.name, event.code)
@@ -271,11 +274,11 @@ class Relay:
                                 event.code, event.message, event.provider or provider.name, False, event.status
                             )
                         await self._close(stream, opening)
-                        yield event
+                        yield [*batch[:i], event]
                         return
                     if isinstance(event, Finished):
                         finished = True
-                    yield event
+                yield batch
                 del outcome, batch, event  # not kept alive while the next read waits (memory per stream)
         finally:
             clock.close()
@@ -292,7 +295,7 @@ class Relay:
         elif opening is not None and opening.done() and not opening.cancelled() and opening.exception() is None:
             await opening.result().aclose()
 
-    def _fail(self, provider: str, failure: Failed, code: str, retry_after: float | None) -> list[RelayItem]:
+    def _fail(self, provider: str, failure: Failed, code: str, retry_after: float | None) -> list[Failed]:
         """Before the commit point: remember and let `run` try the next route. After: one Failed."""
         metrics.UPSTREAM_FAILURES.inc(provider, code)
         if self.committed:

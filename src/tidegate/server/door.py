@@ -137,13 +137,22 @@ async def drive_stream(
                     await write(writer.keepalive_tick())
                     await req.write(keepalive)
                     continue
-                event: Event = item  # type: ignore[assignment]
-                gen.recorder.observe(event)
-                if isinstance(event, Failed):
-                    failure = event
+                batch: list[Event] = item  # type: ignore[assignment]
+                out: list[bytes] = []  # one write per batch (one upstream read), one log entry per frame
+                for event in batch:
+                    gen.recorder.observe(event)
+                    if isinstance(event, Failed):
+                        failure = event
+                        break
+                    frames = writer.event(event)
+                    if frames:
+                        gen.recorder.log_frames(frames)
+                        out.append(frames)
+                if out:
+                    await req.write(out[0] if len(out) == 1 else b"".join(out))
+                if failure is not None:
                     break
-                await write(writer.event(event))
-                del item, event  # not kept alive while the next one is awaited (memory per stream)
+                del item, batch, event  # not kept alive while the next one is awaited (memory per stream)
     except TidegateError as exc:
         if not req.started:
             await gen.fail({"code": exc.error_code, "message": exc.message})
@@ -177,13 +186,14 @@ async def drive_json(req: Request, gen: Generation, builder: JsonBuilder) -> Non
                     continue
                 if item is KEEPALIVE:
                     continue
-                event: Event = item  # type: ignore[assignment]
-                gen.recorder.observe(event)
-                if isinstance(event, Failed):
-                    await gen.fail(event)
-                    await req.respond_error(as_error(event), provider_headers(committed) if committed else {})
-                    return
-                builder.add(event)
+                batch: list[Event] = item  # type: ignore[assignment]
+                for event in batch:
+                    gen.recorder.observe(event)
+                    if isinstance(event, Failed):
+                        await gen.fail(event)
+                        await req.respond_error(as_error(event), provider_headers(committed) if committed else {})
+                        return
+                    builder.add(event)
     except TidegateError as exc:
         await gen.fail({"code": exc.error_code, "message": exc.message})
         await req.respond_error(exc, {"x-provider-attempts": str(gen.relay.attempts)})
