@@ -179,17 +179,17 @@ class Relay:
                     if not exc.retriable and not self.committed:
                         if exc.status == 400 or exc.code == "invalid_request":
                             raise InvalidRequest(exc.message) from None
-                    for item in self._fail(provider.name, failure, exc.code, exc.retry_after):
+                    if failed := self._fail(provider.name, failure, exc.code, exc.retry_after):
                         await self._close(stream, opening)
-                        yield [item]
+                        yield failed
                     return
                 except (asyncio.CancelledError, GeneratorExit):
                     raise
                 except Exception as exc:
                     failure = Failed("upstream_error", f"{type(exc).__name__} from provider", provider.name)
-                    for item in self._fail(provider.name, failure, "upstream_error", None):
+                    if failed := self._fail(provider.name, failure, "upstream_error", None):
                         await self._close(stream, opening)
-                        yield [item]
+                        yield failed
                     return
                 if outcome is CANCELLED or self.cancel.is_set():
                     if stream is None and opening is None and outcome is not CANCELLED and outcome is not TIMED_OUT:
@@ -219,9 +219,9 @@ class Relay:
                             f"no data from the upstream for {idle:g} s",
                             provider.name,
                         )
-                        for item in self._fail(provider.name, failure, "upstream_timeout", None):
+                        if failed := self._fail(provider.name, failure, "upstream_timeout", None):
                             await self._close(stream, opening)
-                            yield [item]
+                            yield failed
                         return
                     if not self.committed:
                         self.committed = True
@@ -246,8 +246,8 @@ class Relay:
                         "the upstream ended the stream without its terminal event",
                         provider.name,
                     )
-                    for item in self._fail(provider.name, failure, "upstream_error", None):
-                        yield [item]
+                    if failed := self._fail(provider.name, failure, "upstream_error", None):
+                        yield failed
                     return
                 assert isinstance(batch, list)
                 if not batch:  # bytes arrived that carried no event (ping, comment)
@@ -257,8 +257,8 @@ class Relay:
                     # before anything was written to the client still moves to the next route.
                     early_failure = next((e for e in batch if isinstance(e, Failed)), None)
                     if early_failure is not None:
-                        for item in self._fail(provider.name, early_failure, early_failure.code, None):
-                            yield [item]
+                        if failed := self._fail(provider.name, early_failure, early_failure.code, None):
+                            yield failed
                         return
                     started = next((e for e in batch if isinstance(e, Started)), None)
                     self.committed = True
@@ -295,8 +295,9 @@ class Relay:
         elif opening is not None and opening.done() and not opening.cancelled() and opening.exception() is None:
             await opening.result().aclose()
 
-    def _fail(self, provider: str, failure: Failed, code: str, retry_after: float | None) -> list[Failed]:
-        """Before the commit point: remember and let `run` try the next route. After: one Failed."""
+    def _fail(self, provider: str, failure: Failed, code: str, retry_after: float | None) -> list[Event]:
+        """The batch to hand out. Before the commit point: none (remember the failure and let `run`
+        try the next route). After: the one `Failed` that ends the stream."""
         metrics.UPSTREAM_FAILURES.inc(provider, code)
         if self.committed:
             self._route_done = True
