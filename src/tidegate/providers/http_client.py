@@ -1,0 +1,512 @@
+"""The upstream HTTP/1.1 client: keep-alive pools, one asyncio protocol per connection, httptools.
+
+Why not aiohttp (DESIGN.md's Stack named it): measured on this machine in `docs/performance.md`
+(round four), aiohttp's response, connection, parser and stream reader held ~10 KB per open stream
+and cost ~12 µs more per paced upstream read and several hundred µs more per request than this
+client. It does only what the upstream kinds need: `POST`/`GET` with a bytes body, `http` and
+`https` (system trust store), keep-alive reuse, chunked / sized / until-close bodies, gzip and
+deflate decoding, and back-pressure (reading pauses while `READ_HIGH_WATER` bytes wait unread).
+
+A response is read with `read_chunk()`: whatever bytes have arrived, `b""` at the end of the body.
+Reads are cancel-safe (data is consumed only after the wait returns), which the relay's deadlines
+rely on (`gateway/cancel.py`). A connection goes back to its pool only when its body was read to
+the end and the upstream allows keep-alive; a response closed early closes its connection, which
+is how an upstream learns that the generation should stop. A `POST` is never retried on another
+connection (RFC 9112 §9.3.1): a failure before the answer is a `ConnectFailed` for the caller's
+fallback. Connections idle for longer than `IDLE_TIMEOUT_S` are closed, as aiohttp's keep-alive
+timeout did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+import zlib
+from typing import Any, Final
+from urllib.parse import quote, unquote, urlsplit
+
+import httptools
+
+from .connect import ConnectFailed, Connector
+
+READ_HIGH_WATER: Final = 64 * 1024
+MAX_HEAD_BYTES: Final = 64 * 1024
+IDLE_TIMEOUT_S: Final = 15.0
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+_PATH_SAFE: Final = "/:@!$&'()*+,;=-._~%"
+_QUERY_SAFE: Final = _PATH_SAFE + "?"
+
+__all__ = ["ConnectFailed", "HttpClient", "HttpResponse", "UpstreamDisconnected", "UpstreamHttpError"]
+
+
+class UpstreamDisconnected(ConnectionError):
+    """The connection closed before the response was complete."""
+
+
+class UpstreamHttpError(Exception):
+    """The upstream's bytes are not HTTP/1.1 (a bad status line, framing, encoding or oversized head)."""
+
+
+class _Origin:
+    """Where a URL points, parsed once per URL string."""
+
+    __slots__ = ("authorization", "host", "host_header", "key", "port", "target", "tls")
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme not in _DEFAULT_PORTS:
+            raise ValueError(f"unsupported URL scheme {parts.scheme!r} (http or https)")
+        host = parts.hostname
+        if not host:
+            raise ValueError("the URL has no host")
+        port = parts.port or _DEFAULT_PORTS[scheme]
+        self.tls = scheme == "https"
+        self.host = host
+        self.port = port
+        shown = f"[{host}]" if ":" in host else host
+        self.host_header = shown if port == _DEFAULT_PORTS[scheme] else f"{shown}:{port}"
+        target = quote(parts.path or "/", safe=_PATH_SAFE)
+        if parts.query:
+            target += "?" + quote(parts.query, safe=_QUERY_SAFE)
+        self.target = target
+        self.key = (scheme, host, port)
+        self.authorization: str | None = None
+        if parts.username is not None:
+            pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
+            self.authorization = "Basic " + base64.b64encode(pair).decode()
+
+
+def _check_header(name: str, value: str) -> None:
+    if not name or any(c in name for c in " \t\r\n:") or "\r" in value or "\n" in value:
+        raise ValueError(f"header {name[:40]!r} has a character HTTP does not allow there")
+
+
+class _Connection(asyncio.Protocol):
+    """One upstream connection; it carries one request at a time."""
+
+    __slots__ = (
+        "_chunks",
+        "_decoder",
+        "_head_bytes",
+        "_informational",
+        "_parser",
+        "_paused",
+        "_waiter",
+        "buffered",
+        "complete",
+        "error",
+        "headers",
+        "headers_done",
+        "idle_since",
+        "in_use",
+        "keep_alive",
+        "key",
+        "lost",
+        "status",
+        "transport",
+        "until_close",
+    )
+
+    def __init__(self, key: tuple[str, str, int]) -> None:
+        self.key = key
+        self.transport: asyncio.Transport | None = None
+        self._parser = httptools.HttpResponseParser(self)
+        self._chunks: list[bytes] = []
+        self._decoder: Any = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._paused = False
+        self._informational = False
+        self._head_bytes = 0
+        self.buffered = 0
+        self.status = 0
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.headers_done = False
+        self.complete = False
+        self.keep_alive = False
+        self.until_close = False
+        self.lost = False
+        self.error: Exception | None = None
+        self.in_use = False
+        self.idle_since = 0.0
+
+    # -- asyncio.Protocol --------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        if not self.in_use or self.complete:  # nothing was asked: an idle connection must stay silent
+            self._fail(UpstreamHttpError("the upstream sent bytes that answer no request"))
+            return
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            detail = str(exc).strip() or type(exc).__name__
+            self._fail(self.error or UpstreamHttpError(f"the upstream sent malformed HTTP ({detail[:120]})"))
+            return
+        if not self.headers_done:
+            self._head_bytes += len(data)
+            if self._head_bytes > MAX_HEAD_BYTES:
+                self._fail(UpstreamHttpError(f"the upstream's response head exceeds {MAX_HEAD_BYTES} bytes"))
+
+    def eof_received(self) -> bool | None:
+        return None  # close the transport; connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        if self.until_close and self.headers_done and not self.complete and self.error is None:
+            self._finish_body()  # a body delimited by the connection's end has ended
+        self._wake()
+
+    def pause_writing(self) -> None:  # bodies are written whole; the transport buffers the rest
+        pass
+
+    def resume_writing(self) -> None:
+        pass
+
+    # -- httptools callbacks ----------------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        if self.complete:  # a second answer to one request (or pipelined garbage)
+            self._fail(UpstreamHttpError("the upstream sent bytes that answer no request"))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        if self.error is not None:
+            return
+        status = self._parser.get_status_code()
+        if 100 <= status < 200:  # 100 Continue / 103 Early Hints: the real answer follows
+            self._informational = True
+            self.headers = []
+            return
+        self.status = status
+        self.headers_done = True
+        chunked = length = False
+        for name, value in self.headers:
+            lname = name.lower()
+            if lname == b"content-length":
+                length = True
+            elif lname == b"transfer-encoding" and b"chunked" in value.lower():
+                chunked = True
+            elif lname == b"content-encoding":
+                encoding = value.strip().lower()
+                if encoding in (b"gzip", b"x-gzip", b"deflate"):
+                    self._decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib header
+        self.until_close = not (chunked or length) and status not in (204, 304)
+        self._wake()
+
+    def on_body(self, body: bytes) -> None:
+        if self.error is not None:
+            return
+        if self._decoder is not None:
+            try:
+                body = self._decoder.decompress(body)
+            except zlib.error:
+                self._fail(UpstreamHttpError("the upstream's compressed body is corrupt"))
+                return
+            if not body:
+                return
+        self._chunks.append(body)
+        self.buffered += len(body)
+        if self.buffered >= READ_HIGH_WATER and not self._paused and self.transport is not None:
+            self._paused = True
+            self.transport.pause_reading()
+        self._wake()
+
+    def on_message_complete(self) -> None:
+        if self.error is not None:
+            return
+        if self._informational:
+            self._informational = False
+            return
+        self.keep_alive = self._parser.should_keep_alive()  # llhttp forgets it once the next message starts
+        self._finish_body()
+        self._wake()
+
+    # -- used by HttpResponse / HttpClient -------------------------------------------------------------
+
+    def _finish_body(self) -> None:
+        if self._decoder is not None:
+            try:
+                rest = self._decoder.flush()
+            except zlib.error:
+                rest = b""
+            if not self._decoder.eof:
+                self.error = UpstreamHttpError("the upstream's compressed body is truncated")
+            elif rest:
+                self._chunks.append(rest)
+                self.buffered += len(rest)
+            self._decoder = None
+        self.complete = True
+
+    def _fail(self, error: Exception) -> None:
+        if self.error is None:
+            self.error = error
+        if self.transport is not None:
+            self.transport.abort()
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None:
+            self._waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def wait(self) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiter = waiter
+        try:
+            await waiter
+        finally:
+            if self._waiter is waiter:
+                self._waiter = None
+
+    def take(self) -> bytes:
+        chunks = self._chunks
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        self._chunks = []
+        self.buffered = 0
+        if self._paused and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+        return data
+
+    def begin(self) -> None:
+        self.in_use = True
+        self.status = 0
+        self.headers = []
+        self.headers_done = False
+        self.complete = False
+        self.keep_alive = False
+        self.until_close = False
+        self._head_bytes = 0
+
+    @property
+    def reusable(self) -> bool:
+        transport = self.transport
+        return (
+            not self.lost
+            and self.error is None
+            and transport is not None
+            and not transport.is_closing()
+            and not self._chunks
+            and self.keep_alive
+        )
+
+    def abort(self) -> None:
+        self.in_use = False
+        if self.transport is not None:
+            self.transport.abort()
+
+
+class HttpResponse:
+    """An upstream's answer: status, headers (lower-cased names; repeats joined by ", "), body."""
+
+    __slots__ = ("_client", "_conn", "_headers", "_raw_headers", "status")
+
+    def __init__(self, client: HttpClient, conn: _Connection) -> None:
+        self._client = client
+        self._conn: _Connection | None = conn
+        self.status = conn.status
+        self._headers: dict[str, str] | None = None
+        self._raw_headers = conn.headers
+
+    @property
+    def headers(self) -> dict[str, str]:
+        if self._headers is None:
+            out: dict[str, str] = {}
+            for name, value in self._raw_headers:
+                key = name.decode("latin-1").lower()
+                text = value.decode("latin-1")
+                out[key] = f"{out[key]}, {text}" if key in out else text
+            self._headers = out
+        return self._headers
+
+    async def read_chunk(self) -> bytes:
+        """The bytes that have arrived (waiting for some), or b"" once the body has ended. Raises
+        `UpstreamDisconnected` / `UpstreamHttpError` when the body cannot end properly."""
+        conn = self._conn
+        if conn is None:
+            return b""
+        while not conn.buffered:
+            if conn.error is not None:
+                self._drop()
+                raise conn.error
+            if conn.complete:
+                self._release()
+                return b""
+            if conn.lost:
+                self._drop()
+                raise UpstreamDisconnected("the upstream closed the connection before the response ended")
+            await conn.wait()
+        return conn.take()
+
+    async def read(self, limit: int) -> bytes:
+        """The body up to `limit` bytes (more are not read: the connection is closed instead)."""
+        parts: list[bytes] = []
+        size = 0
+        while size < limit:
+            chunk = await self.read_chunk()
+            if not chunk:
+                break
+            parts.append(chunk)
+            size += len(chunk)
+        if size >= limit:
+            self.close()
+        body = b"".join(parts)
+        return body[:limit] if len(body) > limit else body
+
+    def close(self) -> None:
+        """Done with this response: a fully read body keeps its connection for the next request;
+        anything else closes the connection now (the upstream sees the client go)."""
+        conn = self._conn
+        if conn is None:
+            return
+        if conn.complete and not conn.buffered:
+            self._release()
+        else:
+            self._drop()
+
+    def _release(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            self._client._release(conn)
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            self._client._forget(conn)
+            conn.abort()
+
+
+class HttpClient:
+    """One per provider: idle keep-alive connections per origin, and every connection it opened
+    (closed by `aclose`)."""
+
+    def __init__(self, connect_timeout_s: float = 10.0) -> None:
+        self._connector = Connector(connect_timeout_s)
+        self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
+        self._open: set[_Connection] = set()
+        self._origins: dict[str, _Origin] = {}
+        self._prune_handle: asyncio.TimerHandle | None = None
+
+    def _origin(self, url: str) -> _Origin:
+        origin = self._origins.get(url)
+        if origin is None:
+            origin = _Origin(url)
+            if len(self._origins) > 256:  # URLs come from the config; a backstop against unbounded growth
+                self._origins.clear()
+            self._origins[url] = origin
+        return origin
+
+    async def request(self, method: str, url: str, headers: dict[str, str], body: bytes = b"") -> HttpResponse:
+        """Send one request and wait for the response head. Raises `ConnectFailed` (nothing answered:
+        unreachable, refused, closed before the head) or `UpstreamHttpError` (an answer that is not HTTP)."""
+        origin = self._origin(url)
+        head = self._head(method, origin, headers, len(body))
+        conn = self._idle_connection(origin.key)
+        if conn is None:
+            _, conn = await self._connector.open(lambda: _Connection(origin.key), origin.host, origin.port, origin.tls)
+            self._open.add(conn)
+        conn.begin()
+        try:
+            assert conn.transport is not None
+            conn.transport.write(head + body if body else head)
+            while not conn.headers_done:
+                if conn.error is not None:
+                    raise conn.error
+                if conn.lost:
+                    raise ConnectFailed(f"{origin.host_header} closed the connection without answering")
+                await conn.wait()
+        except BaseException:
+            self._forget(conn)
+            conn.abort()
+            raise
+        return HttpResponse(self, conn)
+
+    @staticmethod
+    def _head(method: str, origin: _Origin, headers: dict[str, str], length: int) -> bytes:
+        lines = [f"{method} {origin.target} HTTP/1.1", f"Host: {origin.host_header}"]
+        given = set()
+        for name, value in headers.items():
+            _check_header(name, value)
+            lower = name.lower()
+            if lower == "host":
+                continue
+            given.add(lower)
+            lines.append(f"{name}: {value}")
+        if "content-length" not in given and (length or method not in ("GET", "HEAD")):
+            lines.append(f"Content-Length: {length}")
+        if "accept" not in given:
+            lines.append("Accept: */*")
+        if "accept-encoding" not in given:
+            lines.append("Accept-Encoding: gzip, deflate")
+        if "authorization" not in given and origin.authorization is not None:
+            lines.append(f"Authorization: {origin.authorization}")
+        lines.append("\r\n")
+        return "\r\n".join(lines).encode("utf-8")
+
+    def _idle_connection(self, key: tuple[str, str, int]) -> _Connection | None:
+        idle = self._idle.get(key)
+        now = time.monotonic()
+        while idle:
+            conn = idle.pop()  # the most recently used: the least likely to have been closed
+            if conn.reusable and now - conn.idle_since < IDLE_TIMEOUT_S:
+                return conn
+            self._forget(conn)
+            conn.abort()
+        return None
+
+    def _release(self, conn: _Connection) -> None:
+        conn.in_use = False
+        if not conn.reusable:
+            self._forget(conn)
+            conn.abort()
+            return
+        conn.idle_since = time.monotonic()
+        self._idle.setdefault(conn.key, []).append(conn)
+        if self._prune_handle is None:
+            self._prune_handle = asyncio.get_running_loop().call_later(IDLE_TIMEOUT_S, self._prune)
+
+    def _forget(self, conn: _Connection) -> None:
+        self._open.discard(conn)
+
+    def _prune(self) -> None:
+        """Close connections idle for too long or closed by the upstream (runs while any are idle)."""
+        self._prune_handle = None
+        now = time.monotonic()
+        for key, idle in list(self._idle.items()):
+            keep = [c for c in idle if c.reusable and now - c.idle_since < IDLE_TIMEOUT_S]
+            for conn in idle:
+                if conn not in keep:
+                    self._forget(conn)
+                    conn.abort()
+            if keep:
+                self._idle[key] = keep
+            else:
+                del self._idle[key]
+        if self._idle:
+            self._prune_handle = asyncio.get_running_loop().call_later(IDLE_TIMEOUT_S / 3, self._prune)
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._open)
+
+    @property
+    def idle_connections(self) -> int:
+        return sum(len(v) for v in self._idle.values())
+
+    async def aclose(self) -> None:
+        """Close every connection (idle or carrying a response); the client can be used again."""
+        if self._prune_handle is not None:
+            self._prune_handle.cancel()
+            self._prune_handle = None
+        for conn in list(self._open):
+            conn.abort()
+        self._open.clear()
+        self._idle.clear()
