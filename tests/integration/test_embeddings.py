@@ -356,6 +356,16 @@ def test_openai_kind_passthrough(client: openai.OpenAI, emu: ImagesEmbeddingsUps
     assert sent.body["encoding_format"] == fmt and sent.headers["authorization"] == f"Bearer {OPENAI_KEY}"
 
 
+def test_an_answer_that_arrives_in_many_reads_is_read_whole(client: openai.OpenAI) -> None:
+    """2,048 inputs: ~0.7 MB of JSON, which reaches tidegate over many socket reads. (aiohttp's
+    `content.read(n)` returned only what had arrived so far: this answer became a 502.)"""
+    texts = [f"text number {i}" for i in range(2048)]
+    r = client.embeddings.create(model="emu/openai", input=texts, encoding_format="float")
+    assert [d.index for d in r.data] == list(range(2048))
+    for d, t in zip(r.data, texts, strict=True):
+        assert np.allclose(d.embedding, vector(t), atol=1e-6)
+
+
 def test_openai_kind_dimensions_and_token_arrays(client: openai.OpenAI, server: ServerProcess) -> None:
     r = client.embeddings.create(model="emu/openai", input="x y", dimensions=8, encoding_format="float")
     assert len(r.data[0].embedding) == 8

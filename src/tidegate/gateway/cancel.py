@@ -6,7 +6,7 @@ lazily re-armed deadline (idle timeout or next keep-alive). The cancel signal (c
 cancelling the waiting task; the wait takes that cancellation back (`Task.uncancel`) and reports
 CANCELLED. A cancellation that came from anywhere else (server shutdown, the door's task) is never
 swallowed. Upstream steps must be cancel-safe: a read cancelled by a deadline loses nothing
-(aiohttp's `readany` and `asyncio.Queue.get` consume data only after their wait returns).
+(`HttpResponse.read_chunk` and `asyncio.Queue.get` consume data only after their wait returns).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ import logging
 from ..config import Config, ModelConfig, ProviderConfig, Route
 from ..errors import InvalidRequest, ModelNotFound, NoProviderAvailable
 from ..providers.base import ChatProvider
+from ..providers.connect import tls_context
 from ..providers.embeddings import EmbeddingProvider, build_embedding_provider
 
 log = logging.getLogger("tidegate.router")
@@ -53,16 +54,20 @@ class Router:
         return p
 
     def warm(self) -> None:
-        """Build every HTTP chat provider now, at startup: importing a provider module (aiohttp, its
-        SSL context) on the first request stalled every stream on the loop for ~0.3 s. The local
-        model stays lazy (it loads its weights when first asked). A provider that cannot be built
-        stays lazy too: its requests get the error, as before."""
+        """Build every HTTP chat provider now, at startup, and the TLS context they share: importing a
+        provider module or loading the trust store on the first request stalled every stream on the
+        loop (~0.3 s with aiohttp). The local model stays lazy (it loads its weights when first
+        asked). A provider that cannot be built stays lazy too: its requests get the error, as before."""
+        built = False
         for name, provider in self.config.providers.items():
             if provider.kind in HTTP_CHAT_KINDS:
                 try:
                     self.provider(name)
+                    built = True
                 except Exception as exc:  # reported per request, where it was always reported
                     log.warning("provider %s could not be built at startup: %s", name, type(exc).__name__)
+        if built:
+            tls_context()
 
     def model(self, model_id: str, door_type: str) -> ModelConfig:
         m = self.config.models.get(model_id)

@@ -1,9 +1,9 @@
 """HTTP embedding providers: `openai` (passthrough), `bedrock` (Titan / Cohere via InvokeModel, SigV4)
 and `vertex` (`:predict` for Google text-embedding models).
 
-Request building and response parsing are pure functions; `_EmbeddingHttp` does the I/O (one aiohttp
-session per provider). Upstream error bodies are reduced to their message text, capped; headers and
-keys are never echoed.
+Request building and response parsing are pure functions; `_EmbeddingHttp` does the I/O (one
+`HttpClient` per provider; the whole body is read, up to `MAX_RESPONSE_BODY`). Upstream error bodies
+are reduced to their message text, capped; headers and keys are never echoed.
 """
 
 from __future__ import annotations
@@ -13,14 +13,13 @@ import os
 from typing import Any
 from urllib.parse import quote
 
-import aiohttp
 import orjson
-from yarl import URL
 
 from ..config import ProviderConfig
 from ..errors import NoProviderAvailable, ProviderFailure
 from .embeddings import EmbeddingInputs, EmbeddingProvider, EmbeddingResult, unsupported
-from .transport import MAX_ERROR_BODY, default_failure, new_session, sanitize
+from .http_client import HttpClient, UpstreamHttpError
+from .transport import MAX_ERROR_BODY, UpstreamHttpRequest, default_failure, sanitize, send_request
 from .vertex import vertex_base_url
 
 MAX_RESPONSE_BODY = 256 * 1024 * 1024
@@ -62,25 +61,19 @@ def map_embedding_error(provider: str, status: int, headers: dict[str, str], bod
 class _EmbeddingHttp:
     def __init__(self, name: str, connect_timeout_s: float) -> None:
         self.name = name
-        self._connect_timeout = connect_timeout_s
-        self._session: aiohttp.ClientSession | None = None
-
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = new_session(self._connect_timeout)
-        return self._session
+        self.client = HttpClient(connect_timeout_s)
 
     async def post(self, url: str, headers: dict[str, str], body: bytes) -> tuple[dict[str, str], bytes]:
         """POST; returns (lower-cased headers, body) of a 2xx answer, else raises `ProviderFailure`."""
+        response = await send_request(self.client, UpstreamHttpRequest("POST", url, headers, body))
+        limit = MAX_ERROR_BODY if response.status >= 300 else MAX_RESPONSE_BODY
         try:
-            async with self.session().post(URL(url, encoded=True), headers=headers, data=body) as response:
-                resp_headers = {k.lower(): v for k, v in response.headers.items()}
-                limit = MAX_ERROR_BODY if response.status >= 300 else MAX_RESPONSE_BODY
-                data = await response.content.read(limit + 1)
-        except (aiohttp.ClientError, OSError, asyncio.IncompleteReadError) as exc:
-            raise ProviderFailure(
-                "connect_error", f"{self.name}: could not reach the upstream ({type(exc).__name__})"
-            ) from None
+            data = await response.read(limit + 1)
+        except (OSError, UpstreamHttpError) as exc:
+            raise ProviderFailure("upstream_error", f"{self.name}: the upstream connection broke: {exc}") from None
+        finally:
+            response.close()
+        resp_headers = response.headers
         if response.status >= 300:
             raise map_embedding_error(self.name, response.status, resp_headers, data[:MAX_ERROR_BODY])
         if len(data) > MAX_RESPONSE_BODY:
@@ -90,8 +83,7 @@ class _EmbeddingHttp:
         return resp_headers, data
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        await self.client.aclose()
 
 
 def _json(provider: str, data: bytes) -> Any:

@@ -2,25 +2,24 @@
 
 An `HttpAdapter` is pure: `build_request` → `UpstreamHttpRequest`, `new_decoder()` → a stateful
 `StreamDecoder` (bytes in, canonical events out) and `map_error(status, headers, body)` →
-`ProviderFailure`. This module does the I/O with aiohttp: one `ClientSession` per provider, raw chunks
-read with `readany()` and handed to the decoder; it never sleeps or times out (the relay does).
+`ProviderFailure`. This module does the I/O with `http_client.HttpClient` (one per provider): the
+bytes of each upstream read go to the decoder as they arrived; it never sleeps or times out (the relay
+does; the client bounds only the connect).
 """
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
 import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import aiohttp
-
 from ..errors import ProviderFailure, retriable_status
 from ..events import Event, Failed
 from ..request import GenerationRequest
 from ..sse import SSEProtocolError
+from .http_client import ConnectFailed, HttpClient, HttpResponse, UpstreamHttpError
 
 MAX_ERROR_BODY = 64 * 1024
 
@@ -97,16 +96,24 @@ def retry_after_seconds(headers: dict[str, str]) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def new_session(connect_timeout_s: float) -> aiohttp.ClientSession:
-    """One upstream connection pool (keep-alive, no total timeout: the relay owns time). No cookie
-    jar: a cookie an upstream sets while answering one tenant must never ride on another tenant's
-    request (and filtering a jar costs every request)."""
-    return aiohttp.ClientSession(
-        timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s),
-        connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
-        skip_auto_headers=("User-Agent",),
-        cookie_jar=aiohttp.DummyCookieJar(),
-    )
+async def send_request(client: HttpClient, req: UpstreamHttpRequest) -> HttpResponse:
+    """Send and wait for the response head. Anything that fails before the upstream answered is a
+    retriable `ProviderFailure` (the route's fallback). The client keeps no cookies: a cookie an
+    upstream sets while answering one tenant never rides on another tenant's request."""
+    if req.sign is not None:
+        req.sign(req)
+    try:
+        return await client.request(req.method, req.url, req.headers, req.body)
+    except ConnectFailed as exc:
+        raise ProviderFailure("connect_error", f"could not reach the upstream: {exc}", retriable=True) from None
+    except UpstreamHttpError as exc:
+        raise ProviderFailure("upstream_error", str(exc), retriable=True) from None
+    except OSError as exc:
+        raise ProviderFailure(
+            "connect_error", f"could not reach the upstream ({type(exc).__name__})", retriable=True
+        ) from None
+    except ValueError as exc:  # a URL or header this client cannot send: the provider's config
+        raise ProviderFailure("upstream_error", f"the upstream request cannot be sent: {exc}", retriable=True) from None
 
 
 def default_failure(status: int, headers: dict[str, str], message: str) -> ProviderFailure:
@@ -122,7 +129,7 @@ def default_failure(status: int, headers: dict[str, str], message: str) -> Provi
 class HttpStream:
     """A response being read: chunk → decoder → events. Failures become one `Failed` event."""
 
-    def __init__(self, response: aiohttp.ClientResponse, decoder: StreamDecoder, provider: str) -> None:
+    def __init__(self, response: HttpResponse, decoder: StreamDecoder, provider: str) -> None:
         self._response = response
         self._decoder = decoder
         self._provider = provider
@@ -132,10 +139,10 @@ class HttpStream:
         if self._ended:
             return None
         try:
-            chunk = await self._response.content.readany()
-        except (aiohttp.ClientError, ConnectionError, asyncio.IncompleteReadError) as exc:
+            chunk = await self._response.read_chunk()
+        except (OSError, UpstreamHttpError) as exc:
             self._ended = True
-            return [Failed("upstream_error", f"the upstream connection dropped ({type(exc).__name__})", self._provider)]
+            return [Failed("upstream_error", f"the upstream connection broke: {exc}", self._provider)]
         if not chunk:
             self._ended = True
             events = self._safe(self._decoder.end)
@@ -167,33 +174,19 @@ class HttpProvider:
         self.name = name
         self.kind = kind
         self.adapter = adapter
-        self._connect_timeout = connect_timeout_s
-        self._session: aiohttp.ClientSession | None = None
+        self.client = HttpClient(connect_timeout_s)
 
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
-            self._session = new_session(self._connect_timeout)
-        return self._session
-
-    async def send(self, req: UpstreamHttpRequest) -> aiohttp.ClientResponse:
+    async def send(self, req: UpstreamHttpRequest) -> HttpResponse:
         """Send; a non-2xx answer raises the adapter's `ProviderFailure` (body read and capped)."""
-        if req.sign is not None:
-            req.sign(req)
-        try:
-            response = await self.session().request(req.method, req.url, headers=req.headers, data=req.body)
-        except (aiohttp.ClientConnectionError, OSError) as exc:
-            raise ProviderFailure(
-                "connect_error", f"could not reach the upstream ({type(exc).__name__})", retriable=True
-            ) from None
+        response = await send_request(self.client, req)
         if response.status >= 300:
             try:
-                body = await response.content.read(MAX_ERROR_BODY)
-            except (aiohttp.ClientError, ConnectionError):
+                body = await response.read(MAX_ERROR_BODY)
+            except (OSError, UpstreamHttpError):
                 body = b""
             finally:
                 response.close()
-            headers = {k.lower(): v for k, v in response.headers.items()}
-            raise self.adapter.map_error(response.status, headers, body)
+            raise self.adapter.map_error(response.status, response.headers, body)
         return response
 
     async def open_chat(self, request: GenerationRequest, served_model: str) -> HttpStream:
@@ -202,5 +195,4 @@ class HttpProvider:
         return HttpStream(response, self.adapter.new_decoder(request, served_model), self.name)
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        await self.client.aclose()

@@ -33,13 +33,13 @@ async def main(app):
         "frozen": gc.get_freeze_count(),
         "threshold": list(gc.get_threshold()),
         "provider_module_loaded": "tidegate.providers.openai" in sys.modules,
-        "aiohttp_loaded": "aiohttp" in sys.modules,
+        "tls_context_built": getattr(sys.modules.get("tidegate.providers.connect"), "_TLS", None) is not None,
     }))
     task.cancel()
 
 before = list(gc.get_threshold())
 app = factory.create_app() if sys.argv[1] == "worker" else TidegateApp(load_config(os.environ["TIDEGATE_CONFIG"]))
-assert "aiohttp" not in sys.modules, "aiohttp was imported before startup: the probe proves nothing"
+assert "tidegate.providers.openai" not in sys.modules, "imported before startup: the probe proves nothing"
 assert gc.get_freeze_count() == 0
 print(json.dumps({"default_threshold": before}))
 asyncio.run(main(app))
@@ -79,7 +79,7 @@ def test_a_worker_freezes_its_startup_heap_and_raises_the_young_threshold(tmp_pa
 
 def test_http_providers_are_built_at_startup_not_on_the_first_request(tmp_path: Path) -> None:
     _, after = _probe(tmp_path, "worker")
-    assert after["provider_module_loaded"] is True and after["aiohttp_loaded"] is True
+    assert after["provider_module_loaded"] is True and after["tls_context_built"] is True
 
 
 def test_an_app_built_directly_leaves_the_collector_alone(tmp_path: Path) -> None:
