@@ -109,7 +109,7 @@ class UpstreamClock:
             if asyncio.iscoroutine(step):
                 step.close()
             return CANCELLED
-        task = asyncio.current_task()
+        task = asyncio.current_task(self._loop)  # with the loop: no get_running_loop (a getpid syscall on 3.11)
         assert task is not None
         if math.isinf(deadline):
             self._deadline = math.inf

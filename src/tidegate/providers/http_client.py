@@ -103,6 +103,7 @@ class _Connection(asyncio.Protocol):
         "in_use",
         "keep_alive",
         "key",
+        "loop",
         "lost",
         "status",
         "transport",
@@ -112,6 +113,8 @@ class _Connection(asyncio.Protocol):
     def __init__(self, key: tuple[str, str, int]) -> None:
         self.key = key
         self.transport: asyncio.Transport | None = None
+        # kept: asyncio.get_running_loop() costs a getpid syscall on Python 3.11, and `wait` runs per read
+        self.loop = asyncio.get_running_loop()
         self._parser = httptools.HttpResponseParser(self)
         self._chunks: list[bytes] = []
         self._decoder: Any = None
@@ -258,7 +261,7 @@ class _Connection(asyncio.Protocol):
                 waiter.set_result(None)
 
     async def wait(self) -> None:
-        waiter = asyncio.get_running_loop().create_future()
+        waiter = self.loop.create_future()
         self._waiter = waiter
         try:
             await waiter
