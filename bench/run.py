@@ -30,10 +30,10 @@ import pyspy
 import report
 import scenarios as sc
 
-ALL = ("capacity", "ttft", "gaps", "pace", "throughput", "complete", "store", "scale")
-MAIN = ("capacity", "ttft", "gaps", "pace", "throughput", "complete")
+ALL = ("capacity", "ttft", "gaps", "cost", "pace", "throughput", "complete", "store", "scale")
+MAIN = ("capacity", "ttft", "gaps", "cost", "pace", "throughput", "complete")
 KEEPALIVE_S = 0.75
-SHAPES = ["bench-1x0", "bench-20x0", "bench-50x20", "bench-64x20", "bench-2000x1", "bench-2000x0"]
+SHAPES = ["bench-1x0", "bench-1x20", "bench-20x0", "bench-50x20", "bench-64x20", "bench-2000x1", "bench-2000x0"]
 
 
 def raise_nofile() -> int:

@@ -308,6 +308,39 @@ def throughput(ctx: Ctx) -> list[Row]:
     return rows
 
 
+def cost(ctx: Ctx) -> list[Row]:
+    """Where a gateway's CPU goes at the 256-stream load: the same arrivals (256 in flight, 256 new/s)
+    once with 1 paced chunk per stream and once with 50. CPU per request = the 1-chunk run's gateway
+    CPU / streams; CPU per paced chunk = (50-chunk CPU − 1-chunk CPU) / (streams × 49). The direct
+    column is the emulator's own."""
+    n = 256 if ctx.quick else 768
+    v = f"{n} streams, 256 in flight, 256 new/s, 1 vs 50 chunks @ 20 ms"
+
+    def cpu_of(out: dict[str, Any]) -> float:
+        w = out["watch"].get("gw") or out["watch"]["emu"]
+        return float(w["cpu_s"])
+
+    def run_one(t: Target) -> dict[str, Any] | None:
+        one = load(ctx, t, "cost", v + " (1 chunk)", "bench-1x20", concurrency=256, requests=n, ramp=256.0)
+        many = load(ctx, t, "cost", v + " (50 chunks)", "bench-50x20", concurrency=256, requests=n, ramp=256.0)
+        if one is None or many is None:
+            return None
+        c1, c50 = cpu_of(one), cpu_of(many)
+        return {"per_request_us": c1 * 1e6 / n, "per_chunk_us": max(0.0, c50 - c1) * 1e6 / (n * 49)}
+
+    res = collect(
+        ctx,
+        "cost",
+        v,
+        {"req": lambda o: o["per_request_us"], "chunk": lambda o: o["per_chunk_us"]},
+        run_one,
+    )
+    return [
+        Row("cost", v, "CPU per request (direct: emulator's)", "µs", res["req"], compare="ratio"),
+        Row("cost", v, "CPU per paced chunk (direct: emulator's)", "µs", res["chunk"], compare="ratio"),
+    ]
+
+
 def capacity_plan(quick: bool) -> tuple[int, float, int, str]:
     """(streams, ramp per s, chunks per stream, model shape): every stream stays open until all are."""
     n, ramp, hold = (300, 300.0, 3) if quick else (5000, 500.0, 10)
