@@ -22,30 +22,25 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
-import zlib
-from typing import Any, Final
+from typing import Final
 from urllib.parse import quote, unquote, urlsplit
 
-import httptools
-
 from .connect import ConnectFailed, Connector
+from .http_connection import READ_HIGH_WATER, Connection, UpstreamDisconnected, UpstreamHttpError
 
-READ_HIGH_WATER: Final = 64 * 1024
-MAX_HEAD_BYTES: Final = 64 * 1024
 IDLE_TIMEOUT_S: Final = 15.0
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _PATH_SAFE: Final = "/:@!$&'()*+,;=-._~%"
 _QUERY_SAFE: Final = _PATH_SAFE + "?"
 
-__all__ = ["ConnectFailed", "HttpClient", "HttpResponse", "UpstreamDisconnected", "UpstreamHttpError"]
-
-
-class UpstreamDisconnected(ConnectionError):
-    """The connection closed before the response was complete."""
-
-
-class UpstreamHttpError(Exception):
-    """The upstream's bytes are not HTTP/1.1 (a bad status line, framing, encoding or oversized head)."""
+__all__ = [
+    "READ_HIGH_WATER",
+    "ConnectFailed",
+    "HttpClient",
+    "HttpResponse",
+    "UpstreamDisconnected",
+    "UpstreamHttpError",
+]
 
 
 class _Origin:
@@ -83,238 +78,14 @@ def _check_header(name: str, value: str) -> None:
         raise ValueError(f"header {name[:40]!r} has a character HTTP does not allow there")
 
 
-class _Connection(asyncio.Protocol):
-    """One upstream connection; it carries one request at a time."""
-
-    __slots__ = (
-        "_chunks",
-        "_decoder",
-        "_head_bytes",
-        "_informational",
-        "_parser",
-        "_paused",
-        "_waiter",
-        "buffered",
-        "complete",
-        "error",
-        "headers",
-        "headers_done",
-        "idle_since",
-        "in_use",
-        "keep_alive",
-        "key",
-        "loop",
-        "lost",
-        "status",
-        "transport",
-        "until_close",
-    )
-
-    def __init__(self, key: tuple[str, str, int]) -> None:
-        self.key = key
-        self.transport: asyncio.Transport | None = None
-        # kept: asyncio.get_running_loop() costs a getpid syscall on Python 3.11, and `wait` runs per read
-        self.loop = asyncio.get_running_loop()
-        self._parser = httptools.HttpResponseParser(self)
-        self._chunks: list[bytes] = []
-        self._decoder: Any = None
-        self._waiter: asyncio.Future[None] | None = None
-        self._paused = False
-        self._informational = False
-        self._head_bytes = 0
-        self.buffered = 0
-        self.status = 0
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.headers_done = False
-        self.complete = False
-        self.keep_alive = False
-        self.until_close = False
-        self.lost = False
-        self.error: Exception | None = None
-        self.in_use = False
-        self.idle_since = 0.0
-
-    # -- asyncio.Protocol --------------------------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        if not self.in_use or self.complete:  # nothing was asked: an idle connection must stay silent
-            self._fail(UpstreamHttpError("the upstream sent bytes that answer no request"))
-            return
-        try:
-            self._parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            detail = str(exc).strip() or type(exc).__name__
-            self._fail(self.error or UpstreamHttpError(f"the upstream sent malformed HTTP ({detail[:120]})"))
-            return
-        if not self.headers_done:
-            self._head_bytes += len(data)
-            if self._head_bytes > MAX_HEAD_BYTES:
-                self._fail(UpstreamHttpError(f"the upstream's response head exceeds {MAX_HEAD_BYTES} bytes"))
-
-    def eof_received(self) -> bool | None:
-        return None  # close the transport; connection_lost follows
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
-        if self.until_close and self.headers_done and not self.complete and self.error is None:
-            self._finish_body()  # a body delimited by the connection's end has ended
-        self._wake()
-
-    def pause_writing(self) -> None:  # bodies are written whole; the transport buffers the rest
-        pass
-
-    def resume_writing(self) -> None:
-        pass
-
-    # -- httptools callbacks ----------------------------------------------------------------------------
-
-    def on_message_begin(self) -> None:
-        if self.complete:  # a second answer to one request (or pipelined garbage)
-            self._fail(UpstreamHttpError("the upstream sent bytes that answer no request"))
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers.append((name, value))
-
-    def on_headers_complete(self) -> None:
-        if self.error is not None:
-            return
-        status = self._parser.get_status_code()
-        if 100 <= status < 200:  # 100 Continue / 103 Early Hints: the real answer follows
-            self._informational = True
-            self.headers = []
-            return
-        self.status = status
-        self.headers_done = True
-        chunked = length = False
-        for name, value in self.headers:
-            lname = name.lower()
-            if lname == b"content-length":
-                length = True
-            elif lname == b"transfer-encoding" and b"chunked" in value.lower():
-                chunked = True
-            elif lname == b"content-encoding":
-                encoding = value.strip().lower()
-                if encoding in (b"gzip", b"x-gzip", b"deflate"):
-                    self._decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)  # gzip or zlib header
-        self.until_close = not (chunked or length) and status not in (204, 304)
-        self._wake()
-
-    def on_body(self, body: bytes) -> None:
-        if self.error is not None:
-            return
-        if self._decoder is not None:
-            try:
-                body = self._decoder.decompress(body)
-            except zlib.error:
-                self._fail(UpstreamHttpError("the upstream's compressed body is corrupt"))
-                return
-            if not body:
-                return
-        self._chunks.append(body)
-        self.buffered += len(body)
-        if self.buffered >= READ_HIGH_WATER and not self._paused and self.transport is not None:
-            self._paused = True
-            self.transport.pause_reading()
-        self._wake()
-
-    def on_message_complete(self) -> None:
-        if self.error is not None:
-            return
-        if self._informational:
-            self._informational = False
-            return
-        self.keep_alive = self._parser.should_keep_alive()  # llhttp forgets it once the next message starts
-        self._finish_body()
-        self._wake()
-
-    # -- used by HttpResponse / HttpClient -------------------------------------------------------------
-
-    def _finish_body(self) -> None:
-        if self._decoder is not None:
-            try:
-                rest = self._decoder.flush()
-            except zlib.error:
-                rest = b""
-            if not self._decoder.eof:
-                self.error = UpstreamHttpError("the upstream's compressed body is truncated")
-            elif rest:
-                self._chunks.append(rest)
-                self.buffered += len(rest)
-            self._decoder = None
-        self.complete = True
-
-    def _fail(self, error: Exception) -> None:
-        if self.error is None:
-            self.error = error
-        if self.transport is not None:
-            self.transport.abort()
-        self._wake()
-
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None:
-            self._waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
-
-    async def wait(self) -> None:
-        waiter = self.loop.create_future()
-        self._waiter = waiter
-        try:
-            await waiter
-        finally:
-            if self._waiter is waiter:
-                self._waiter = None
-
-    def take(self) -> bytes:
-        chunks = self._chunks
-        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-        self._chunks = []
-        self.buffered = 0
-        if self._paused and self.transport is not None:
-            self._paused = False
-            self.transport.resume_reading()
-        return data
-
-    def begin(self) -> None:
-        self.in_use = True
-        self.status = 0
-        self.headers = []
-        self.headers_done = False
-        self.complete = False
-        self.keep_alive = False
-        self.until_close = False
-        self._head_bytes = 0
-
-    @property
-    def reusable(self) -> bool:
-        transport = self.transport
-        return (
-            not self.lost
-            and self.error is None
-            and transport is not None
-            and not transport.is_closing()
-            and not self._chunks
-            and self.keep_alive
-        )
-
-    def abort(self) -> None:
-        self.in_use = False
-        if self.transport is not None:
-            self.transport.abort()
-
-
 class HttpResponse:
     """An upstream's answer: status, headers (lower-cased names; repeats joined by ", "), body."""
 
     __slots__ = ("_client", "_conn", "_headers", "_raw_headers", "status")
 
-    def __init__(self, client: HttpClient, conn: _Connection) -> None:
+    def __init__(self, client: HttpClient, conn: Connection) -> None:
         self._client = client
-        self._conn: _Connection | None = conn
+        self._conn: Connection | None = conn
         self.status = conn.status
         self._headers: dict[str, str] | None = None
         self._raw_headers = conn.headers
@@ -393,8 +164,8 @@ class HttpClient:
 
     def __init__(self, connect_timeout_s: float = 10.0) -> None:
         self._connector = Connector(connect_timeout_s)
-        self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
-        self._open: set[_Connection] = set()
+        self._idle: dict[tuple[str, str, int], list[Connection]] = {}
+        self._open: set[Connection] = set()
         self._origins: dict[str, _Origin] = {}
         self._prune_handle: asyncio.TimerHandle | None = None
 
@@ -414,7 +185,7 @@ class HttpClient:
         head = self._head(method, origin, headers, len(body))
         conn = self._idle_connection(origin.key)
         if conn is None:
-            _, conn = await self._connector.open(lambda: _Connection(origin.key), origin.host, origin.port, origin.tls)
+            _, conn = await self._connector.open(lambda: Connection(origin.key), origin.host, origin.port, origin.tls)
             self._open.add(conn)
         conn.begin()
         try:
@@ -454,7 +225,7 @@ class HttpClient:
         lines.append("\r\n")
         return "\r\n".join(lines).encode("utf-8")
 
-    def _idle_connection(self, key: tuple[str, str, int]) -> _Connection | None:
+    def _idle_connection(self, key: tuple[str, str, int]) -> Connection | None:
         idle = self._idle.get(key)
         now = time.monotonic()
         while idle:
@@ -465,7 +236,7 @@ class HttpClient:
             conn.abort()
         return None
 
-    def _release(self, conn: _Connection) -> None:
+    def _release(self, conn: Connection) -> None:
         conn.in_use = False
         if not conn.reusable:
             self._forget(conn)
@@ -476,7 +247,7 @@ class HttpClient:
         if self._prune_handle is None:
             self._prune_handle = asyncio.get_running_loop().call_later(IDLE_TIMEOUT_S, self._prune)
 
-    def _forget(self, conn: _Connection) -> None:
+    def _forget(self, conn: Connection) -> None:
         self._open.discard(conn)
 
     def _prune(self) -> None:
