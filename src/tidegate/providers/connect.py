@@ -129,7 +129,7 @@ class Connector:
                     task.result()[0].close()
         if winner is None:
             self._dns.pop((host, port), None)  # an address that fails may have moved: resolve again next time
-            reason = errors[0] if len(set(errors)) == 1 else "; ".join(dict.fromkeys(errors))
+            reason = "; ".join(dict.fromkeys(errors))  # each distinct reason once, in order
             raise ConnectFailed(f"could not connect to {host}:{port} ({reason})")
         return winner
 

@@ -78,6 +78,11 @@ def _check_header(name: str, value: str) -> None:
         raise ValueError(f"header {name[:40]!r} has a character HTTP does not allow there")
 
 
+def _fresh(conn: Connection, now: float) -> bool:
+    """An idle connection that may carry the next request."""
+    return conn.reusable and now - conn.idle_since < IDLE_TIMEOUT_S
+
+
 class HttpResponse:
     """An upstream's answer: status, headers (lower-cased names; repeats joined by ", "), body."""
 
@@ -154,8 +159,7 @@ class HttpResponse:
     def _drop(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            self._client._forget(conn)
-            conn.abort()
+            self._client._discard(conn)
 
 
 class HttpClient:
@@ -198,8 +202,7 @@ class HttpClient:
                     raise ConnectFailed(f"{origin.host_header} closed the connection without answering")
                 await conn.wait()
         except BaseException:
-            self._forget(conn)
-            conn.abort()
+            self._discard(conn)
             raise
         return HttpResponse(self, conn)
 
@@ -230,36 +233,37 @@ class HttpClient:
         now = time.monotonic()
         while idle:
             conn = idle.pop()  # the most recently used: the least likely to have been closed
-            if conn.reusable and now - conn.idle_since < IDLE_TIMEOUT_S:
+            if _fresh(conn, now):
                 return conn
-            self._forget(conn)
-            conn.abort()
+            self._discard(conn)
         return None
 
     def _release(self, conn: Connection) -> None:
         conn.in_use = False
         if not conn.reusable:
-            self._forget(conn)
-            conn.abort()
+            self._discard(conn)
             return
         conn.idle_since = time.monotonic()
         self._idle.setdefault(conn.key, []).append(conn)
         if self._prune_handle is None:
             self._prune_handle = asyncio.get_running_loop().call_later(IDLE_TIMEOUT_S, self._prune)
 
-    def _forget(self, conn: Connection) -> None:
+    def _discard(self, conn: Connection) -> None:
+        """Close a connection and stop tracking it."""
         self._open.discard(conn)
+        conn.abort()
 
     def _prune(self) -> None:
         """Close connections idle for too long or closed by the upstream (runs while any are idle)."""
         self._prune_handle = None
         now = time.monotonic()
         for key, idle in list(self._idle.items()):
-            keep = [c for c in idle if c.reusable and now - c.idle_since < IDLE_TIMEOUT_S]
+            keep: list[Connection] = []
             for conn in idle:
-                if conn not in keep:
-                    self._forget(conn)
-                    conn.abort()
+                if _fresh(conn, now):
+                    keep.append(conn)
+                else:
+                    self._discard(conn)
             if keep:
                 self._idle[key] = keep
             else:

@@ -50,6 +50,14 @@ class Connection(asyncio.Protocol):
         "transport",
         "until_close",
     )
+    # the answer in progress (reset by `_new_answer` for every request)
+    status: int
+    headers: list[tuple[bytes, bytes]]
+    headers_done: bool
+    complete: bool
+    keep_alive: bool
+    until_close: bool
+    _head_bytes: int
 
     def __init__(self, key: tuple[str, str, int]) -> None:
         self.key = key
@@ -62,18 +70,12 @@ class Connection(asyncio.Protocol):
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
         self._informational = False
-        self._head_bytes = 0
         self.buffered = 0
-        self.status = 0
-        self.headers: list[tuple[bytes, bytes]] = []
-        self.headers_done = False
-        self.complete = False
-        self.keep_alive = False
-        self.until_close = False
         self.lost = False
         self.error: Exception | None = None
         self.in_use = False
         self.idle_since = 0.0
+        self._new_answer()
 
     # -- asyncio.Protocol --------------------------------------------------------------------------------
 
@@ -103,12 +105,6 @@ class Connection(asyncio.Protocol):
         if self.until_close and self.headers_done and not self.complete and self.error is None:
             self._finish_body()  # a body delimited by the connection's end has ended
         self._wake()
-
-    def pause_writing(self) -> None:  # bodies are written whole; the transport buffers the rest
-        pass
-
-    def resume_writing(self) -> None:
-        pass
 
     # -- httptools callbacks ----------------------------------------------------------------------------
 
@@ -221,7 +217,11 @@ class Connection(asyncio.Protocol):
         return data
 
     def begin(self) -> None:
+        """A request goes out on this connection: its answer starts from nothing."""
         self.in_use = True
+        self._new_answer()
+
+    def _new_answer(self) -> None:
         self.status = 0
         self.headers = []
         self.headers_done = False
