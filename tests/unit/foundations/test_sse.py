@@ -54,6 +54,9 @@ CASES: list[tuple[str, bytes, list[SSEEvent]]] = [
     ("unterminated last event dropped", b"data: a\n\ndata: b\n", [SSEEvent("a")]),
     ("field without colon", b"data\n\n", [SSEEvent("")]),
     ("unknown field ignored", b"foo: bar\ndata: a\n\n", [SSEEvent("a")]),
+    ("a field that starts like data is not data", b"datum: x\ndata:y\n\n", [SSEEvent("y")]),
+    ("colons in the value kept", b"data: a: b\n\n", [SSEEvent("a: b")]),
+    ("blank lines between events", b"\n\ndata: a\n\n\n\ndata: b\n\n", [SSEEvent("a"), SSEEvent("b")]),
     ("invalid utf-8 replaced", b"data: \xff\n\n", [SSEEvent("\ufffd")]),
     ("utf-8 multibyte", "data: héllo €\n\n".encode(), [SSEEvent("héllo €")]),
 ]
@@ -100,6 +103,9 @@ def test_line_cap() -> None:
     d2 = SSEDecoder(max_line_bytes=16)
     with pytest.raises(SSEProtocolError):  # no newline yet: still capped
         d2.feed(b"data: " + b"x" * 64)
+    d3 = SSEDecoder(max_line_bytes=16)
+    with pytest.raises(SSEProtocolError):  # CR line endings take the other path: capped the same
+        d3.feed(b"data: " + b"x" * 64 + b"\r\n\r\n")
 
 
 def test_event_cap() -> None:
