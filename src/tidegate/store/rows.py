@@ -14,6 +14,13 @@ GEN_COLUMNS = (
 )
 GEN_COUNT = 20
 KEY_COLUMNS = "id, name, secret_hash, created_at, credits, spent, revoked"
+# What a generation's final update may change: its identity (key, model, door, creation time,
+# idempotency key, owner) is written once. Leaving those out of the UPDATE matters in SQLite: every
+# column named in SET rewrites the index entries over it (`created_at`) even when the value is equal.
+FINAL_COLUMNS = (
+    "status, provider, served_model, attempts, finish_reason, usage, usage_estimated, cost, output_text, "
+    "error, ttft_ms, duration_ms"
+)
 
 
 def record_params(r: GenerationRecord) -> tuple[Any, ...]:
@@ -39,6 +46,25 @@ def record_params(r: GenerationRecord) -> tuple[Any, ...]:
         r.ttft_ms,
         r.duration_ms,
         r.owner,
+    )
+
+
+def final_params(r: GenerationRecord) -> tuple[Any, ...]:
+    """The record's FINAL_COLUMNS values, then its id."""
+    return (
+        r.status,
+        r.provider,
+        r.served_model,
+        r.attempts,
+        r.finish_reason,
+        orjson.dumps(r.usage).decode(),
+        r.usage_estimated,
+        float(r.cost),
+        r.output_text,
+        orjson.dumps(r.error).decode() if r.error is not None else None,
+        r.ttft_ms,
+        r.duration_ms,
+        r.id,
     )
 
 

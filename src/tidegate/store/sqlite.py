@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from . import logpack
 from .base import ApiKey, BeginResult, GenerationRecord
-from .rows import GEN_COLUMNS, GEN_COUNT, key_from_row, record_from_row, record_params
+from .rows import FINAL_COLUMNS, GEN_COLUMNS, GEN_COUNT, final_params, key_from_row, record_from_row, record_params
 
 T = TypeVar("T")
 
@@ -68,7 +68,7 @@ CREATE TABLE IF NOT EXISTS generation_log_batches (
 
 _INSERT_GENERATION = f"INSERT INTO generations ({GEN_COLUMNS}) VALUES ({', '.join('?' * GEN_COUNT)})"
 _UPDATE_GENERATION = (
-    "UPDATE generations SET " + ", ".join(f"{c.strip()} = ?" for c in GEN_COLUMNS.split(",")[1:]) + " WHERE id = ?"
+    "UPDATE generations SET " + ", ".join(f"{c.strip()} = ?" for c in FINAL_COLUMNS.split(",")) + " WHERE id = ?"
 )
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
@@ -269,10 +269,10 @@ class SQLiteStore:
         await self._quick(_insert)
 
     async def update_generation(self, record: GenerationRecord) -> None:
-        params = record_params(record)
+        params = final_params(record)
 
         def _update(db: sqlite3.Connection) -> None:
-            db.execute(_UPDATE_GENERATION, (*params[1:], params[0]))
+            db.execute(_UPDATE_GENERATION, params)
 
         await self._quick(_update)
 
