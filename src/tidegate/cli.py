@@ -97,6 +97,7 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
         http="httptools",
         lifespan="on",
         access_log=False,
+        proxy_headers=False,  # nothing reads the client address or scheme: skip the per-request rewrite
         log_level="warning",
         timeout_graceful_shutdown=5,
     )

@@ -104,7 +104,9 @@ class Recorder:
             await self._changed.wait()
 
     def observe(self, event: Event) -> None:
-        if self.keeps_logs and not isinstance(event, RawFrame):
+        if isinstance(event, RawFrame):  # the upstream's own bytes: what it carries comes as events too
+            return
+        if self.record.idempotency_key is not None:  # keeps_logs, without a property call per event
             self._pending.append((LOG_EVENT, self._event_seq, encode_event(event)))
             self._event_seq += 1
         if isinstance(event, TextDelta):

@@ -143,23 +143,24 @@ class HttpStream:
         except (OSError, UpstreamHttpError) as exc:
             self._ended = True
             return [Failed("upstream_error", f"the upstream connection broke: {exc}", self._provider)]
-        if not chunk:
-            self._ended = True
-            events = self._safe(self._decoder.end)
-            return events or None
-        return self._safe(lambda: self._decoder.feed(chunk))
-
-    def _safe(self, fn: Any) -> list[Event]:
         try:
-            events: list[Event] = fn()
+            if chunk:
+                events: list[Event] = self._decoder.feed(chunk)
+            else:
+                self._ended = True
+                events = self._decoder.end()
+                if not events:
+                    return None
         except SSEProtocolError as exc:
             self._ended = True
             return [Failed("upstream_protocol_error", str(exc), self._provider)]
         except ValueError as exc:
             self._ended = True
             return [Failed("upstream_protocol_error", f"undecodable upstream data: {exc}"[:300], self._provider)]
-        if any(isinstance(e, Failed) for e in events):
-            self._ended = True
+        for event in events:
+            if isinstance(event, Failed):
+                self._ended = True
+                break
         return events
 
     async def aclose(self) -> None:

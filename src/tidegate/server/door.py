@@ -126,6 +126,7 @@ async def drive_stream(
             await req.write(frames)
 
     failure: Failed | None = None
+    observe, log_frames, render = gen.recorder.observe, gen.recorder.log_frames, writer.event  # per event
     try:
         async with contextlib.aclosing(gen.items()) as items:
             async for item in items:
@@ -140,13 +141,13 @@ async def drive_stream(
                 batch: list[Event] = item  # type: ignore[assignment]
                 out: list[bytes] = []  # one write per batch (one upstream read), one log entry per frame
                 for event in batch:
-                    gen.recorder.observe(event)
+                    observe(event)
                     if isinstance(event, Failed):
                         failure = event
                         break
-                    frames = writer.event(event)
+                    frames = render(event)
                     if frames:
-                        gen.recorder.log_frames(frames)
+                        log_frames(frames)
                         out.append(frames)
                 if out:
                     await req.write(out[0] if len(out) == 1 else b"".join(out))
