@@ -64,6 +64,36 @@ def rss_kb(pids: list[int]) -> int:
     return total
 
 
+def core_ticks() -> dict[str, list[int]]:
+    """Per CPU from /proc/stat: "0" -> [user, nice, system, idle, iowait, irq, softirq, steal] ticks."""
+    out: dict[str, list[int]] = {}
+    with open("/proc/stat", "rb") as f:
+        for line in f.read().decode("ascii", "replace").splitlines():
+            name, *values = line.split()
+            if name.startswith("cpu") and name != "cpu":
+                out[name[3:]] = [int(v) for v in values[:8]]
+    return out
+
+
+def core_shares(before: dict[str, list[int]], after: dict[str, list[int]]) -> dict[str, dict[str, float]]:
+    """Per CPU, the share of its time between two `core_ticks` readings that this machine used (not idle,
+    iowait or stolen), that went to softirq (loopback packet processing lands here, outside any
+    process's CPU time) and that the hypervisor stole (another guest ran on the physical core)."""
+    out: dict[str, dict[str, float]] = {}
+    for cpu, b in before.items():
+        a = after.get(cpu)
+        if a is None:
+            continue
+        d = [y - x for x, y in zip(b, a, strict=True)]
+        total = sum(d) or 1
+        out[cpu] = {
+            "busy": round((total - d[3] - d[4] - d[7]) / total, 3),
+            "softirq": round(d[6] / total, 3),
+            "steal": round(d[7] / total, 3),
+        }
+    return out
+
+
 class TreeWatch:
     """A named process tree whose CPU and RSS are sampled during a run."""
 

@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             t = sc.Target("litellm", ll, gateway=True)
             availability["litellm"] = probe(ll, t, notes)
             targets.append(t)
-        ctx = sc.Ctx(emu, targets, args.quick, rounds, load_cores, notes=notes)
+        ctx = sc.Ctx(emu, targets, args.quick, rounds, load_cores, notes=notes, gateway_cores=gw_cores)
         for name in chosen:
             if name not in MAIN:
                 continue
@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             ta, tb = sc.Target("store-file", a, True), sc.Target("store-memory", b, True)
             probe(a, ta, notes)
             probe(b, tb, notes)
-            sctx = sc.Ctx(emu, [ta, tb], args.quick, rounds, load_cores, notes=notes)
+            sctx = sc.Ctx(emu, [ta, tb], args.quick, rounds, load_cores, notes=notes, gateway_cores=gw_cores)
             extra_rows += sc.store(sctx)
             runs += sctx.runs
             a.stop()

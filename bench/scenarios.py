@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateways import Service, run_load
+from procstat import core_shares, core_ticks
 
 
 @dataclass
@@ -46,6 +47,7 @@ class Ctx:
     load_cores: str | None
     runs: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    gateway_cores: str | None = None
 
 
 def med(values: list[float]) -> float | None:
@@ -111,7 +113,9 @@ def load(
     if target.gateway:
         args += ["--watch", f"gw={target.service.pid}"]
     load_before = os.getloadavg()
+    ticks_before = core_ticks()
     out = run_load(args, ctx.load_cores, timeout + 60)
+    out["cores"] = core_shares(ticks_before, core_ticks())
     out["loadavg"] = [round(x, 2) for x in os.getloadavg()]
     out["loadavg_before"] = [round(x, 2) for x in load_before]
     record = {"scenario": scenario, "variant": variant, "target": target.name, "route": route, "result": out}
@@ -121,6 +125,13 @@ def load(
         return None
     if out.get("error_count"):
         ctx.notes.append(f"{scenario} {variant} {target.name}: errors {out['errors']}")
+    gw_core = out["cores"].get(ctx.gateway_cores or "", {})
+    if target.gateway and gw_core.get("steal", 0.0) >= 0.05:
+        ctx.notes.append(
+            f"{scenario} {variant} {target.name}: the hypervisor took {gw_core['steal']:.0%} of the gateway's core "
+            f"(steal time; softirq {gw_core['softirq']:.0%}, busy {gw_core['busy']:.0%}): latency tails here "
+            "are partly the machine's"
+        )
     busy = (out["watch"]["emu"]["cpu_s"] + out["load_cpu_s"]) / max(out["wall_s"], 1e-9)
     out["core1_busy"] = round(busy, 3)
     if busy >= 0.9 and ctx.load_cores and out["wall_s"] >= 0.2:  # shorter runs: 10 ms ticks are too coarse
