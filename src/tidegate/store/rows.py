@@ -14,7 +14,7 @@ GEN_COLUMNS = (
 )
 GEN_COUNT = 20
 KEY_COLUMNS = "id, name, secret_hash, created_at, credits, spent, revoked"
-# What a generation's final update may change: its identity (key, model, door, creation time,
+# What a generation's final update may change: its identity (key, model, door, creation time, request hash,
 # idempotency key, owner) is written once. Leaving those out of the UPDATE matters in SQLite: every
 # column named in SET rewrites the index entries over it (`created_at`) even when the value is equal.
 FINAL_COLUMNS = (
@@ -23,17 +23,10 @@ FINAL_COLUMNS = (
 )
 
 
-def record_params(r: GenerationRecord) -> tuple[Any, ...]:
-    """The record as GEN_COLUMNS values; `usage` and `error` as JSON text."""
+def _outcome(r: GenerationRecord) -> tuple[Any, ...]:
+    """The record's FINAL_COLUMNS values; `usage` and `error` as JSON text."""
     return (
-        r.id,
-        r.key_id,
-        r.model,
-        r.door,
-        float(r.created_at),
         r.status,
-        r.idempotency_key,
-        r.request_hash,
         r.provider,
         r.served_model,
         r.attempts,
@@ -45,27 +38,29 @@ def record_params(r: GenerationRecord) -> tuple[Any, ...]:
         orjson.dumps(r.error).decode() if r.error is not None else None,
         r.ttft_ms,
         r.duration_ms,
+    )
+
+
+def record_params(r: GenerationRecord) -> tuple[Any, ...]:
+    """The record as GEN_COLUMNS values."""
+    status, *rest = _outcome(r)
+    return (
+        r.id,
+        r.key_id,
+        r.model,
+        r.door,
+        float(r.created_at),
+        status,
+        r.idempotency_key,
+        r.request_hash,
+        *rest,
         r.owner,
     )
 
 
 def final_params(r: GenerationRecord) -> tuple[Any, ...]:
     """The record's FINAL_COLUMNS values, then its id."""
-    return (
-        r.status,
-        r.provider,
-        r.served_model,
-        r.attempts,
-        r.finish_reason,
-        orjson.dumps(r.usage).decode(),
-        r.usage_estimated,
-        float(r.cost),
-        r.output_text,
-        orjson.dumps(r.error).decode() if r.error is not None else None,
-        r.ttft_ms,
-        r.duration_ms,
-        r.id,
-    )
+    return (*_outcome(r), r.id)
 
 
 def record_from_row(row: Any) -> GenerationRecord:
