@@ -127,7 +127,8 @@ def default_failure(status: int, headers: dict[str, str], message: str) -> Provi
 
 
 class HttpStream:
-    """A response being read: chunk → decoder → events. Failures become one `Failed` event."""
+    """A response being read: chunk → decoder → events. Failures become one `Failed` event; its
+    consumer (the relay) stops reading and closes the stream at the first `Failed` of a batch."""
 
     def __init__(self, response: HttpResponse, decoder: StreamDecoder, provider: str) -> None:
         self._response = response
@@ -157,11 +158,7 @@ class HttpStream:
         except ValueError as exc:
             self._ended = True
             return [Failed("upstream_protocol_error", f"undecodable upstream data: {exc}"[:300], self._provider)]
-        for event in events:
-            if isinstance(event, Failed):
-                self._ended = True
-                break
-        return events
+        return events  # a `Failed` among them ends the route: the relay closes this stream (no scan here)
 
     async def aclose(self) -> None:
         self._ended = True

@@ -46,7 +46,7 @@ def json_decoder(n: int = 1, max_image: int = 48 * MIB) -> Factory:
 
 def run(factory: Factory, pieces: list[bytes]) -> list[Event]:
     """Feed pieces then EOF, stopping after the first failure; a decoding error becomes the
-    `upstream_protocol_error` the transport (`HttpStream._safe`) turns it into."""
+    `upstream_protocol_error` the transport (`HttpStream.read`) turns it into."""
     dec = factory()
     out: list[Event] = []
     try:
