@@ -102,14 +102,21 @@ class SSEDecoder:
         max_line = self._max_line
         for raw in lines:
             if not raw:
-                ev = self._dispatch()
-                if ev is not None:
-                    events.append(ev)
+                if self._have_data:
+                    events.append(self._dispatch())  # type: ignore[arg-type]  # data seen: never None
+                else:
+                    self._event = ""
                 continue
             if len(raw) > max_line:
                 raise SSEProtocolError(f"SSE line of {len(raw)} bytes exceeds {max_line}")
-            if raw.startswith(b"data:"):
-                self._data_line(raw)
+            if raw.startswith(b"data:"):  # inline: one per event on every stream (the field name is ASCII)
+                value = (raw[6:] if raw[5:6] == b" " else raw[5:]).decode("utf-8", "replace")
+                size = self._data_size + len(value) + 1
+                if size > self._max_event:
+                    raise SSEProtocolError(f"SSE event exceeds {self._max_event} bytes")
+                self._data_size = size
+                self._data.append(value)
+                self._have_data = True
             else:
                 self._line(raw)
         if len(rest) > max_line:
@@ -149,11 +156,6 @@ class SSEDecoder:
         self._buf = rest
         return events
 
-    def _data_line(self, raw: bytes) -> None:
-        """A `data:` line (the field name is ASCII, so the value decodes on its own)."""
-        value = raw[6:] if raw[5:6] == b" " else raw[5:]
-        self._append_data(value.decode("utf-8", "replace"))
-
     def _append_data(self, value: str) -> None:
         self._data_size += len(value) + 1
         if self._data_size > self._max_event:
@@ -192,12 +194,9 @@ class SSEDecoder:
         if not self._have_data:
             self._event = ""
             return None
-        ev = SSEEvent(
-            data="\n".join(self._data),
-            event=self._event or "message",
-            id=self._last_id,
-            retry=self._retry,
-        )
+        lines = self._data
+        data = lines[0] if len(lines) == 1 else "\n".join(lines)
+        ev = SSEEvent(data, self._event or "message", self._last_id, self._retry)
         self._data = []
         self._data_size = 0
         self._have_data = False

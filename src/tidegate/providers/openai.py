@@ -134,34 +134,29 @@ class OpenAIDecoder:
             for choice in choices:
                 if isinstance(choice, dict) and choice.get("index", 0) == 0:
                     self._choice(choice, out)
-        usage = obj.get("usage")
-        if isinstance(usage, dict):
-            out.append(_usage(usage))
+        if "usage" in obj:
+            usage = obj["usage"]
+            if isinstance(usage, dict):
+                out.append(_usage(usage))
 
     def _choice(self, choice: dict[str, Any], out: list[Event]) -> None:
+        # Runs once per chunk on every OpenAI-compatible stream: keys are tested with `in` first, so a
+        # plain text delta costs three lookups.
         delta = choice.get("delta")
-        if isinstance(delta, dict):
-            details = delta.get("reasoning_details")
-            if isinstance(details, list) and details:
-                for detail in details:
-                    if isinstance(detail, dict):
-                        out.append(_reasoning_detail(detail))
-            else:
-                for key in ("reasoning", "reasoning_content"):
-                    text = delta.get(key)
-                    if isinstance(text, str) and text:
-                        out.append(ReasoningDelta(text))
-                        break
+        if isinstance(delta, dict) and delta:
+            if "reasoning_details" in delta or "reasoning" in delta or "reasoning_content" in delta:
+                _reasoning(delta, out)
             content = delta.get("content")
             if isinstance(content, str) and content:
                 out.append(TextDelta(content))
-            calls = delta.get("tool_calls")
-            if isinstance(calls, list):
-                for call in calls:
-                    if isinstance(call, dict):
-                        out.append(_tool_call(call))
+            if "tool_calls" in delta:
+                calls = delta["tool_calls"]
+                if isinstance(calls, list):
+                    for call in calls:
+                        if isinstance(call, dict):
+                            out.append(_tool_call(call))
         reason = choice.get("finish_reason")
-        if isinstance(reason, str) and reason:
+        if reason and isinstance(reason, str):
             if reason == "error":
                 out.append(
                     Failed(
@@ -176,6 +171,22 @@ class OpenAIDecoder:
         if self._done:
             return []
         return [Failed("upstream_error", "the upstream stream ended without [DONE]", self.provider)]
+
+
+def _reasoning(delta: dict[str, Any], out: list[Event]) -> None:
+    """A delta's reasoning: OpenRouter's `reasoning_details` when present, else `reasoning` or
+    `reasoning_content` (the first non-empty one)."""
+    details = delta.get("reasoning_details")
+    if isinstance(details, list) and details:
+        for detail in details:
+            if isinstance(detail, dict):
+                out.append(_reasoning_detail(detail))
+        return
+    for key in ("reasoning", "reasoning_content"):
+        text = delta.get(key)
+        if isinstance(text, str) and text:
+            out.append(ReasoningDelta(text))
+            return
 
 
 def _int(value: Any) -> int | None:
