@@ -74,7 +74,7 @@ class UpstreamClock:
     it interrupts only a wait that is in progress (cancel, then `uncancel` in `wait`).
     """
 
-    __slots__ = ("_armed_at", "_deadline", "_fired", "_handle", "_loop", "_signal", "_waiting")
+    __slots__ = ("_armed_at", "_deadline", "_fired", "_handle", "_loop", "_signal", "_task", "_waiting")
 
     def __init__(self, signal: CancelSignal) -> None:
         self._loop = asyncio.get_running_loop()
@@ -84,6 +84,7 @@ class UpstreamClock:
         self._armed_at = math.inf
         self._waiting: asyncio.Task[Any] | None = None
         self._fired = False
+        self._task: asyncio.Task[Any] | None = None  # the consuming task, looked up once per route
 
     def _on_timer(self) -> None:
         self._handle = None
@@ -105,18 +106,23 @@ class UpstreamClock:
     async def wait(self, step: Awaitable[T], deadline: float) -> T | _Outcome:
         """`await step` until `deadline` (loop time; inf for none): its result, TIMED_OUT or CANCELLED."""
         signal = self._signal
-        if signal.is_set():
+        if signal._set:
             if asyncio.iscoroutine(step):
                 step.close()
             return CANCELLED
-        task = asyncio.current_task(self._loop)  # with the loop: no get_running_loop (a getpid syscall on 3.11)
-        assert task is not None
-        if math.isinf(deadline):
-            self._deadline = math.inf
-        else:
-            self._deadline = max(deadline, self._loop.time() + MIN_WAIT_S)
-            if self._armed_at > self._deadline + MIN_WAIT_S:  # never armed, or armed too late
-                self._arm(self._deadline)
+        # One relay's reads are all awaited by the door's task; the lookup runs once per route. With
+        # the loop given: no get_running_loop (a getpid syscall on 3.11).
+        task = self._task
+        if task is None:
+            task = self._task = asyncio.current_task(self._loop)
+            assert task is not None
+        if deadline != math.inf:
+            soonest = self._loop.time() + MIN_WAIT_S
+            if deadline < soonest:
+                deadline = soonest
+            if self._armed_at > deadline + MIN_WAIT_S:  # never armed, or armed too late
+                self._arm(deadline)
+        self._deadline = deadline
         self._waiting = task
         signal._waiting = task
         self._fired = False

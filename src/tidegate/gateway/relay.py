@@ -155,8 +155,8 @@ class Relay:
         clock = UpstreamClock(self.cancel)
         try:
             while True:
-                idle_deadline = last_data + idle
-                ka_deadline = max(last_data, last_keepalive) + keepalive
+                idle_deadline = last_data + idle  # (conditionals, not min/max: this runs once per chunk)
+                ka_deadline = (last_data if last_data > last_keepalive else last_keepalive) + keepalive
                 step: Awaitable[Any]
                 if stream is not None:
                     step = stream.read()
@@ -165,7 +165,7 @@ class Relay:
                 else:
                     step = provider.open_chat(self.request, route.model)
                 try:
-                    outcome: Any = await clock.wait(step, min(idle_deadline, ka_deadline))
+                    outcome: Any = await clock.wait(step, idle_deadline if idle_deadline < ka_deadline else ka_deadline)
                     if stream is None and opening is not None and opening.done() and not self.cancel.is_set():
                         outcome = opening.result()  # the open's own failure raises here
                 except ProviderFailure as exc:

@@ -34,7 +34,6 @@ class Connection(asyncio.Protocol):
         "_informational",
         "_parser",
         "_paused",
-        "_waiter",
         "buffered",
         "complete",
         "error",
@@ -49,6 +48,7 @@ class Connection(asyncio.Protocol):
         "status",
         "transport",
         "until_close",
+        "waiter",
     )
     # the answer in progress (reset by `_new_answer` for every request)
     status: int
@@ -67,7 +67,7 @@ class Connection(asyncio.Protocol):
         self._parser = httptools.HttpResponseParser(self)
         self._chunks: list[bytes] = []
         self._decoder: Any = None
-        self._waiter: asyncio.Future[None] | None = None
+        self.waiter: asyncio.Future[None] | None = None  # what `wait` / `HttpResponse.read_chunk` sleep on
         self._paused = False
         self._informational = False
         self.buffered = 0
@@ -155,7 +155,11 @@ class Connection(asyncio.Protocol):
         if self.buffered >= READ_HIGH_WATER and not self._paused and self.transport is not None:
             self._paused = True
             self.transport.pause_reading()
-        self._wake()
+        waiter = self.waiter  # `_wake()` inline: once per upstream read
+        if waiter is not None:
+            self.waiter = None
+            if not waiter.done():
+                waiter.set_result(None)
 
     def on_message_complete(self) -> None:
         if self.error is not None:
@@ -191,20 +195,20 @@ class Connection(asyncio.Protocol):
         self._wake()
 
     def _wake(self) -> None:
-        waiter = self._waiter
+        waiter = self.waiter
         if waiter is not None:
-            self._waiter = None
+            self.waiter = None
             if not waiter.done():
                 waiter.set_result(None)
 
     async def wait(self) -> None:
         waiter = self.loop.create_future()
-        self._waiter = waiter
+        self.waiter = waiter
         try:
             await waiter
         finally:
-            if self._waiter is waiter:
-                self._waiter = None
+            if self.waiter is waiter:
+                self.waiter = None
 
     def take(self) -> bytes:
         chunks = self._chunks
