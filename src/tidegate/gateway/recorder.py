@@ -110,7 +110,8 @@ class Recorder:
             self._pending.append((LOG_EVENT, self._event_seq, encode_event(event)))
             self._event_seq += 1
         if isinstance(event, TextDelta):
-            self._mark_first_token()
+            if self._first_token_at is None:
+                self._mark_first_token()
             self.text.append(event.text)
         elif isinstance(event, ReasoningDelta):
             self._mark_first_token()

@@ -71,12 +71,10 @@ class ChatStreamRenderer:
         self.upstream_id: str | None = None
         self._role_sent = False
         self._upstream_usage_sent = False
-        self._frames_sent = 0
 
     def _emit(self, payload: bytes) -> bytes:
         seq = self.next_id
-        self.next_id += 1
-        self._frames_sent += 1
+        self.next_id = seq + 1
         return _frame(seq, payload)
 
     def _chunk(self, delta: dict[str, Any] | None, finish_reason: str | None = None, **extra: Any) -> bytes:
@@ -97,9 +95,13 @@ class ChatStreamRenderer:
         return self._emit(orjson.dumps(chunk))
 
     def render(self, event: Event) -> bytes:
-        if isinstance(event, RawFrame):
+        if isinstance(event, RawFrame):  # inline `_emit`: once per chunk on every passthrough stream
             self.passthrough = True
-            return self._emit(event.data)
+            seq = self.next_id
+            self.next_id = seq + 1
+            return b"id: %d\ndata: %s\n\n" % (seq, event.data)
+        if self.passthrough and isinstance(event, TextDelta):
+            return b""  # the RawFrame before it carried the text
         if isinstance(event, Started):
             if event.upstream_id:
                 self.upstream_id = event.upstream_id

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import orjson
 
 from ..events import Event, Failed
@@ -16,6 +18,8 @@ from .state import AppState
 
 
 class _ChatStream:
+    event: Callable[[Event], bytes]  # the renderer's own method: no wrapper call per event
+
     def __init__(self, gen: Generation) -> None:
         self.gen = gen
         self.renderer = ChatStreamRenderer(
@@ -24,12 +28,10 @@ class _ChatStream:
             created=gen.created,
             include_usage=gen.request.include_usage,
         )
+        self.event = self.renderer.render
 
     def begin(self, committed: Committed) -> bytes:
         return b""
-
-    def event(self, event: Event) -> bytes:
-        return self.renderer.render(event)
 
     def keepalive_tick(self) -> bytes:
         return b""

@@ -126,7 +126,9 @@ async def drive_stream(
             await req.write(frames)
 
     failure: Failed | None = None
-    observe, log_frames, render = gen.recorder.observe, gen.recorder.log_frames, writer.event  # per event
+    # bound once, used per event; a generation that keeps no logs skips the frame log's call
+    observe, render = gen.recorder.observe, writer.event
+    log_frames = gen.recorder.log_frames if gen.recorder.keeps_logs else None
     try:
         async with contextlib.aclosing(gen.items()) as items:
             async for item in items:
@@ -147,7 +149,8 @@ async def drive_stream(
                         break
                     frames = render(event)
                     if frames:
-                        log_frames(frames)
+                        if log_frames is not None:
+                            log_frames(frames)
                         out.append(frames)
                 if out:
                     await req.write(out[0] if len(out) == 1 else b"".join(out))
