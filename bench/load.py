@@ -1,12 +1,14 @@
-"""An async load generator for the benchmarks (its own process; aiohttp client on uvloop).
+"""An async load generator for the benchmarks (its own process, on uvloop).
 
 Stream mode opens `--requests` streams, `--concurrency` at a time (optionally ramped at
 `--ramp-per-s` new streams per second), parses the SSE incrementally and records per stream:
 time to first content byte (`ttft_ms`, the first event carrying answer text), time to last byte
 (`ttlb_ms`), data events received, content events received, and whether the stream ended with its
 terminal event (`[DONE]`, or `message_stop` for `--api anthropic`). Gaps between content events and
-between keep-alive comments are aggregated. Complete mode runs a closed loop of non-stream requests
-for `--duration` seconds. Every error is counted by kind; nothing is retried or dropped.
+between keep-alive comments are aggregated. Streams go through `stream_client.py` (keep-alive
+connections as protocols that parse each read as it arrives: no task wake-up per chunk). Complete
+mode runs a closed loop of non-stream requests for `--duration` seconds (aiohttp). Every error is
+counted by kind; nothing is retried or dropped.
 
 `--watch NAME=PID` samples that process tree's CPU time and RSS during the run (see procstat.py).
 Output: one JSON object on stdout (or `--out`).
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import re
 import resource
 import sys
 import time
@@ -24,13 +25,15 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
+import httptools
 import orjson
 import uvloop
 from procstat import TreeWatch
+from stream_client import Connection, Pool, SSEStats, request_head
 
-OPENAI_CONTENT = re.compile(rb'"content": ?"[^"]')
 PROMPT = [{"role": "user", "content": "Tell me about tides."}]
 
 
@@ -111,85 +114,43 @@ def request_parts(args: argparse.Namespace, stream: bool) -> tuple[str, bytes, d
     return url, orjson.dumps(body), headers
 
 
-async def one_stream(
-    session: aiohttp.ClientSession, run: Run, url: str, body: bytes, headers: dict[str, str], measured: bool = True
-) -> None:
+async def one_stream(pool: Pool, run: Run, head: bytes, measured: bool = True) -> None:
     rec = StreamRecord(measured=measured)
     run.records.append(rec)
-    anthropic = run.args.api == "anthropic"
     t0 = time.perf_counter()
-    last_content: float | None = None
-    last_any: float | None = None
+    stats = SSEStats(run, rec, run.args.api == "anthropic", measured, t0)
     opened = False
-    try:
-        async with session.post(url, data=body, headers=headers) as resp:
-            rec.status = resp.status
-            if resp.status != 200:
-                await resp.read()
-                rec.error = f"status_{resp.status}"
-                return
+
+    def on_open(status: int, now: float) -> None:
+        nonlocal opened
+        rec.status = status
+        if status == 200:
             opened = True
             run.open_now += 1
             run.max_open = max(run.max_open, run.open_now)
-            last_any = time.perf_counter()
-            buf = b""
-            payload: bytes | None = None
-            # Line by line (WHATWG SSE): a comment line (keep-alive) counts when it arrives, whether
-            # or not a blank line follows it; an event is dispatched at the blank line.
-            async for data in resp.content.iter_any():
-                now = time.perf_counter()
-                buf += data
-                if b"\r" in buf:
-                    buf = buf.replace(b"\r\n", b"\n")
-                if b"\n" not in buf:
-                    continue
-                *lines, buf = buf.split(b"\n")
-                for line in lines:
-                    if line:
-                        if line.startswith(b"data:"):
-                            part = line[5:].lstrip(b" ") if line[5:6] == b" " else line[5:]
-                            payload = part if payload is None else payload + b"\n" + part
-                        elif line.startswith(b":"):
-                            run.keepalive_ms.append((now - last_any) * 1000.0)
-                            last_any = now
-                        continue
-                    if payload is None:
-                        continue
-                    last_any = now
-                    event, payload = payload, None
-                    if anthropic:
-                        if b'"message_stop"' in event:
-                            rec.done = True
-                        is_content = b'"text_delta"' in event
-                        is_error = b'"type":"error"' in event
-                    else:
-                        if event == b"[DONE]":
-                            rec.done = True
-                            continue
-                        is_content = OPENAI_CONTENT.search(event) is not None
-                        is_error = b'"finish_reason":"error"' in event or event.startswith(b'{"error"')
-                    rec.chunks += 1
-                    if is_error:
-                        rec.error = "stream_error"
-                    if is_content:
-                        rec.content += 1
-                        if rec.ttft_ms is None:
-                            rec.ttft_ms = (now - t0) * 1000.0
-                        elif last_content is not None and measured:
-                            run.gaps_ms.append((now - last_content) * 1000.0)
-                        last_content = now
-            rec.ttlb_ms = (time.perf_counter() - t0) * 1000.0
-            if not rec.done and rec.error is None:
-                rec.error = "not_done"
+            stats.last_any = now
+
+    conn: Connection | None = None
+    try:
+        conn = await pool.acquire()
+        await conn.request(head, stats, on_open)
+        if rec.status != 200:
+            rec.error = f"status_{rec.status}"
+            return
+        rec.ttlb_ms = (conn.ended_at - t0) * 1000.0
+        if not rec.done and rec.error is None:
+            rec.error = "not_done"
     except asyncio.CancelledError:
         rec.error = rec.error or "timeout"
         raise
-    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+    except (TimeoutError, OSError, httptools.HttpParserError) as exc:
         rec.error = f"exception_{type(exc).__name__}"
     finally:
         rec.finished = True
         if opened:
             run.open_now -= 1
+        if conn is not None:
+            pool.release(conn)
 
 
 async def one_completion(
@@ -211,9 +172,12 @@ async def one_completion(
     run.latencies_ms.append((time.perf_counter() - t0) * 1000.0)
 
 
-async def stream_workers(session: aiohttp.ClientSession, run: Run) -> None:
+async def stream_workers(run: Run) -> None:
     args = run.args
     url, body, headers = request_parts(args, True)
+    target = urlsplit(url)
+    host, port = target.hostname or "127.0.0.1", target.port or 80
+    pool = Pool(host, port)
     total = args.requests or args.concurrency
     sem = asyncio.Semaphore(args.concurrency)
     interval = 1.0 / args.ramp_per_s if args.ramp_per_s > 0 else 0.0
@@ -221,7 +185,8 @@ async def stream_workers(session: aiohttp.ClientSession, run: Run) -> None:
 
     async def guarded(measured: bool) -> None:
         async with sem:
-            await one_stream(session, run, url, body, with_key(args, headers), measured)
+            head = request_head("POST", host, port, target.path, with_key(args, headers), body)
+            await one_stream(pool, run, head, measured)
 
     tasks = []
     for i in range(total):
@@ -263,7 +228,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False) as session:
         t0 = time.perf_counter()
         sample_task = asyncio.ensure_future(sampler(run, watches))
-        work = stream_workers(session, run) if args.mode == "stream" else complete_workers(session, run)
+        work = stream_workers(run) if args.mode == "stream" else complete_workers(session, run)
         timed_out = False
         try:
             await asyncio.wait_for(work, timeout=args.timeout)
