@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 import time
 from typing import Final
 from urllib.parse import quote, unquote, urlsplit
@@ -73,8 +74,11 @@ class _Origin:
             self.authorization = "Basic " + base64.b64encode(pair).decode()
 
 
+_NOT_IN_NAME: Final = re.compile("[ \t\r\n:]")
+
+
 def _check_header(name: str, value: str) -> None:
-    if not name or any(c in name for c in " \t\r\n:") or "\r" in value or "\n" in value:
+    if not name or _NOT_IN_NAME.search(name) or "\r" in value or "\n" in value:
         raise ValueError(f"header {name[:40]!r} has a character HTTP does not allow there")
 
 
