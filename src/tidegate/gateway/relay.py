@@ -36,7 +36,7 @@ from ..errors import (
 from ..events import Event, Failed, Finished, Started
 from ..providers.base import ChatProvider, UpstreamStream
 from ..request import GenerationRequest
-from .cancel import CANCELLED, MIN_WAIT_S, TIMED_OUT, CancelSignal, UpstreamClock
+from .cancel import CANCELLED, MIN_WAIT_S, TIMED_OUT, CancelSignal, UpstreamClock, until_done
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +161,7 @@ class Relay:
                 if stream is not None:
                     step = stream.read()
                 elif opening is not None:
-                    step = asyncio.wait((opening,))
+                    step = until_done(opening)
                 else:
                     step = provider.open_chat(self.request, route.model)
                 try:
