@@ -25,21 +25,24 @@ class Request:
     path_params: dict[str, str] = field(default_factory=dict)
     started: bool = False  # response start sent
     status: int = 0  # the status sent (0: none yet), for the request metric
+    _headers: dict[str, str] | None = None  # decoded on first use, dropped when a stream starts
 
     @classmethod
     def from_scope(cls, scope: Scope, receive: Receive, send: Send) -> Request:
         return cls(scope=scope, receive=receive, send=send)
 
     def header(self, name: str, default: str | None = None) -> str | None:
-        """One request header (`name` in lower case); repeated ones joined with ", ". Read from the
-        scope on demand: a decoded copy of every header would live as long as the stream."""
-        raw = name.encode("latin-1")
-        found: str | None = None
-        for k, v in self.scope.get("headers", ()):
-            if k == raw or (len(k) == len(raw) and k.lower() == raw):
+        """One request header (`name` in lower case); repeated ones joined with ", ". The headers are
+        decoded once, on the first call (a request reads ~5 before it answers), and the copy is
+        dropped when a response starts (a stream would keep it for its whole life)."""
+        headers = self._headers
+        if headers is None:
+            headers = self._headers = {}
+            for k, v in self.scope.get("headers", ()):
+                key = k.decode("latin-1").lower()
                 value = v.decode("latin-1")
-                found = value if found is None else f"{found}, {value}"
-        return default if found is None else found
+                headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        return headers.get(name, default)
 
     @property
     def method(self) -> str:
@@ -100,6 +103,7 @@ class Request:
         if content_type.startswith("text/event-stream"):
             headers += [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
         self.status = status
+        self._headers = None
         await self.send({"type": "http.response.start", "status": status, "headers": headers})
         self.started = True
 
@@ -115,6 +119,7 @@ class Request:
             *self.base_headers(extra),
         ]
         self.status = status
+        self._headers = None
         await self.send({"type": "http.response.start", "status": status, "headers": headers})
         self.started = True
         await self.send({"type": "http.response.body", "body": body, "more_body": False})
