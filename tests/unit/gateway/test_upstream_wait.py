@@ -17,7 +17,7 @@ import uvloop
 from tidegate.config import Route
 from tidegate.errors import TidegateError
 from tidegate.events import Event, Finished, TextDelta
-from tidegate.gateway.cancel import CANCELLED, TIMED_OUT, CancelSignal, UpstreamClock
+from tidegate.gateway.cancel import CANCELLED, TIMED_OUT, CancelSignal, UpstreamClock, until_done
 from tidegate.gateway.relay import KEEPALIVE, Committed, Relay, RelaySettings
 from tidegate.request import GenerationRequest
 
@@ -91,6 +91,33 @@ async def test_deadline_and_result() -> None:
     peer.sendall(b"abc")
     assert await wait_upstream(reader.read(100), loop.time() + 5, signal) == b"abc"  # nothing lost
     peer.close()
+
+
+async def test_until_done_leaves_the_open_running_when_its_wait_ends() -> None:
+    """A stream's open runs as a task that a keep-alive deadline must not cancel: the wait ends, the
+    open goes on, and the next wait sees it finish (as with `asyncio.wait`)."""
+    loop = asyncio.get_running_loop()
+    signal = CancelSignal()
+    clock = UpstreamClock(signal)
+
+    async def slow_open() -> str:
+        await asyncio.sleep(0.2)
+        return "opened"
+
+    opening = asyncio.ensure_future(slow_open())
+    try:
+        assert await clock.wait(until_done(opening), loop.time() + 0.05) is TIMED_OUT
+        assert not opening.done()  # not cancelled with the wait
+        assert await clock.wait(until_done(opening), loop.time() + 5) is None
+        assert opening.result() == "opened"
+        assert await clock.wait(until_done(opening), loop.time() + 5) is None  # already done: at once
+        second = asyncio.ensure_future(slow_open())
+        loop.call_later(0.02, signal.set)
+        assert await clock.wait(until_done(second), loop.time() + 5) is CANCELLED
+        assert not second.cancelled()  # the relay closes it itself (Relay._close)
+        second.cancel()
+    finally:
+        clock.close()
 
 
 async def test_a_deadline_that_passed_while_the_loop_was_busy_still_polls_the_socket() -> None:

@@ -1,4 +1,5 @@
-"""Request headers are read from the ASGI scope on demand (nothing decoded is kept per stream)."""
+"""Request headers are decoded from the ASGI scope once per request, and the copy is dropped when the
+response starts (a stream does not keep it)."""
 
 from __future__ import annotations
 
@@ -44,3 +45,12 @@ def test_a_name_sent_in_capitals_by_a_non_conforming_server_still_matches() -> N
 def test_values_are_latin_1_as_http_defines_them() -> None:
     req = _request([(b"x-note", "caf\u00e9".encode("latin-1"))])
     assert req.header("x-note") == "caf\u00e9"
+
+
+async def test_the_decoded_copy_is_dropped_when_the_response_starts() -> None:
+    req = _request([(b"authorization", b"Bearer tg-1"), (b"accept", b"text/event-stream")])
+    assert req.header("accept") == "text/event-stream"
+    assert req._headers is not None  # decoded once, for the ~5 lookups before the answer
+    await req.start(200, "text/event-stream")
+    assert req._headers is None  # not kept for the stream's life
+    assert req.header("authorization") == "Bearer tg-1"  # a later lookup still answers
