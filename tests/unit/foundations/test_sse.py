@@ -58,6 +58,11 @@ CASES: list[tuple[str, bytes, list[SSEEvent]]] = [
     ("colons in the value kept", b"data: a: b\n\n", [SSEEvent("a: b")]),
     ("blank lines between events", b"\n\ndata: a\n\n\n\ndata: b\n\n", [SSEEvent("a"), SSEEvent("b")]),
     ("invalid utf-8 replaced", b"data: \xff\n\n", [SSEEvent("\ufffd")]),
+    (
+        "whole events after an event name and a retry",
+        b"retry: 9\nevent: e\ndata: a\n\ndata: b\n\ndata: c\n\n",
+        [SSEEvent("a", event="e", retry=9), SSEEvent("b", retry=9), SSEEvent("c", retry=9)],
+    ),
     ("utf-8 multibyte", "data: héllo €\n\n".encode(), [SSEEvent("héllo €")]),
 ]
 
@@ -112,6 +117,9 @@ def test_event_cap() -> None:
     d = SSEDecoder(max_line_bytes=64, max_event_bytes=32)
     with pytest.raises(SSEProtocolError):
         d.feed(b"data: 0123456789\ndata: 0123456789\ndata: 0123456789\n\n")
+    d2 = SSEDecoder(max_line_bytes=64, max_event_bytes=8)
+    with pytest.raises(SSEProtocolError):  # one whole data-line event per read (the fast path) is capped too
+        d2.feed(b"data: a\n\ndata: 0123456789\n\n")
 
 
 def test_pending_bytes_reports_truncation() -> None:
