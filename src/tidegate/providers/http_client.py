@@ -126,14 +126,7 @@ class HttpResponse:
             if conn.lost:
                 self._drop()
                 raise UpstreamDisconnected("the upstream closed the connection before the response ended")
-            # `conn.wait()` inline: a paced stream waits here once per chunk
-            waiter = conn.loop.create_future()
-            conn.waiter = waiter
-            try:
-                await waiter
-            finally:
-                if conn.waiter is waiter:
-                    conn.waiter = None
+            await conn.wait()
         return conn.take()
 
     async def read(self, limit: int) -> bytes:

@@ -201,14 +201,11 @@ class Connection(asyncio.Protocol):
             if not waiter.done():
                 waiter.set_result(None)
 
-    async def wait(self) -> None:
-        waiter = self.loop.create_future()
-        self.waiter = waiter
-        try:
-            await waiter
-        finally:
-            if self.waiter is waiter:
-                self.waiter = None
+    def wait(self) -> asyncio.Future[None]:
+        """A future that the next parser event resolves; awaited directly (no coroutine layer: a paced
+        stream waits once per chunk). A cancelled one is simply replaced by the next `wait`."""
+        waiter = self.waiter = self.loop.create_future()
+        return waiter
 
     def take(self) -> bytes:
         chunks = self._chunks
