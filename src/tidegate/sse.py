@@ -106,21 +106,14 @@ class SSEDecoder:
         max_line = self._max_line
         for raw in lines:
             if not raw:
-                if self._have_data:
-                    events.append(self._dispatch())  # type: ignore[arg-type]  # data seen: never None
-                else:
-                    self._event = ""
+                ev = self._dispatch()
+                if ev is not None:
+                    events.append(ev)
                 continue
             if len(raw) > max_line:
                 raise SSEProtocolError(f"SSE line of {len(raw)} bytes exceeds {max_line}")
-            if raw.startswith(b"data:"):  # inline: one per event on every stream (the field name is ASCII)
-                value = (raw[6:] if raw[5:6] == b" " else raw[5:]).decode("utf-8", "replace")
-                size = self._data_size + len(value) + 1
-                if size > self._max_event:
-                    raise SSEProtocolError(f"SSE event exceeds {self._max_event} bytes")
-                self._data_size = size
-                self._data.append(value)
-                self._have_data = True
+            if raw.startswith(b"data:"):  # the field name is ASCII: the value decodes on its own
+                self._append_data((raw[6:] if raw[5:6] == b" " else raw[5:]).decode("utf-8", "replace"))
             else:
                 self._line(raw)
         if len(rest) > max_line:
