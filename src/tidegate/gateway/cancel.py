@@ -59,24 +59,6 @@ class CancelSignal:
             task.cancel()
 
 
-async def until_done(fut: asyncio.Future[Any]) -> None:
-    """Wait until `fut` is done; a cancelled wait leaves `fut` running. `asyncio.wait((fut,))` for
-    one future, without its set, counter and per-call closures (it runs once per streaming request)."""
-    if fut.done():
-        return
-    waiter: asyncio.Future[None] = fut.get_loop().create_future()
-
-    def wake(_: asyncio.Future[Any]) -> None:
-        if not waiter.done():
-            waiter.set_result(None)
-
-    fut.add_done_callback(wake)
-    try:
-        await waiter
-    finally:
-        fut.remove_done_callback(wake)
-
-
 # A deadline that passed while the consumer was away (writing to a slow client) still gets one poll
 # of the sockets: bytes the upstream sent meanwhile may sit unread in the kernel, and silence is only
 # silence once they were looked for.

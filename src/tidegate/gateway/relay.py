@@ -36,7 +36,8 @@ from ..errors import (
 from ..events import Event, Failed, Finished, Started
 from ..providers.base import ChatProvider, UpstreamStream
 from ..request import GenerationRequest
-from .cancel import CANCELLED, MIN_WAIT_S, TIMED_OUT, CancelSignal, UpstreamClock, until_done
+from .cancel import CANCELLED, MIN_WAIT_S, TIMED_OUT, CancelSignal, UpstreamClock
+from .opening import UpstreamOpen
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,10 +145,11 @@ class Relay:
         keepalive = self.settings.keepalive_s if self.settings.streaming else math.inf
         stream: UpstreamStream | None = None
         # A stream may owe keep-alives before the upstream even answers, so its open runs as a task
-        # that a keep-alive tick leaves running; a JSON request waits on the open in place.
-        opening: asyncio.Future[UpstreamStream] | None = None
+        # that a keep-alive tick leaves running (started in place: opening.py); a JSON request waits
+        # on the open in place.
+        opening: UpstreamOpen[UpstreamStream] | None = None
         if self.settings.streaming:
-            opening = asyncio.ensure_future(provider.open_chat(self.request, route.model))
+            opening = UpstreamOpen(provider.open_chat(self.request, route.model))
         last_data = loop.time()  # upstream bytes only: keep-alives never move it
         last_keepalive = last_data
         idle_checked = False
@@ -161,13 +163,13 @@ class Relay:
                 if stream is not None:
                     step = stream.read()
                 elif opening is not None:
-                    step = until_done(opening)
+                    step = opening.wait()
                 else:
                     step = provider.open_chat(self.request, route.model)
                 try:
                     outcome: Any = await clock.wait(step, idle_deadline if idle_deadline < ka_deadline else ka_deadline)
                     if stream is None and opening is not None and opening.done() and not self.cancel.is_set():
-                        outcome = opening.result()  # the open's own failure raises here
+                        outcome = opening.future.result()  # the open's own failure raises here
                 except ProviderFailure as exc:
                     failure = Failed(
                         "upstream_timeout" if exc.code == "upstream_timeout" else "upstream_error",
@@ -285,15 +287,17 @@ class Relay:
             await self._close(stream, opening)
 
     @staticmethod
-    async def _close(stream: UpstreamStream | None, opening: asyncio.Future[UpstreamStream] | None) -> None:
+    async def _close(stream: UpstreamStream | None, opening: UpstreamOpen[UpstreamStream] | None) -> None:
         """Close the upstream now (before a terminal item is handed out: a consumer that stops reading
         must not keep the upstream connection open). Idempotent."""
         if opening is not None and not opening.done():
             opening.cancel()
         if stream is not None:
             await stream.aclose()
-        elif opening is not None and opening.done() and not opening.cancelled() and opening.exception() is None:
-            await opening.result().aclose()
+        elif opening is not None and opening.done():
+            future = opening.future
+            if not future.cancelled() and future.exception() is None:
+                await future.result().aclose()
 
     def _fail(self, provider: str, failure: Failed, code: str, retry_after: float | None) -> list[Event]:
         """The batch to hand out. Before the commit point: none (remember the failure and let `run`

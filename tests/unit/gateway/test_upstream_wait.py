@@ -17,7 +17,8 @@ import uvloop
 from tidegate.config import Route
 from tidegate.errors import TidegateError
 from tidegate.events import Event, Finished, TextDelta
-from tidegate.gateway.cancel import CANCELLED, TIMED_OUT, CancelSignal, UpstreamClock, until_done
+from tidegate.gateway.cancel import CANCELLED, TIMED_OUT, CancelSignal, UpstreamClock
+from tidegate.gateway.opening import UpstreamOpen
 from tidegate.gateway.relay import KEEPALIVE, Committed, Relay, RelaySettings
 from tidegate.request import GenerationRequest
 
@@ -93,9 +94,9 @@ async def test_deadline_and_result() -> None:
     peer.close()
 
 
-async def test_until_done_leaves_the_open_running_when_its_wait_ends() -> None:
+async def test_a_streams_open_keeps_running_when_its_wait_ends() -> None:
     """A stream's open runs as a task that a keep-alive deadline must not cancel: the wait ends, the
-    open goes on, and the next wait sees it finish (as with `asyncio.wait`)."""
+    open goes on, and the next wait sees it finish."""
     loop = asyncio.get_running_loop()
     signal = CancelSignal()
     clock = UpstreamClock(signal)
@@ -104,18 +105,21 @@ async def test_until_done_leaves_the_open_running_when_its_wait_ends() -> None:
         await asyncio.sleep(0.2)
         return "opened"
 
-    opening = asyncio.ensure_future(slow_open())
+    opening = UpstreamOpen(slow_open())
     try:
-        assert await clock.wait(until_done(opening), loop.time() + 0.05) is TIMED_OUT
+        assert await clock.wait(opening.wait(), loop.time() + 0.05) is TIMED_OUT
         assert not opening.done()  # not cancelled with the wait
-        assert await clock.wait(until_done(opening), loop.time() + 5) is None
-        assert opening.result() == "opened"
-        assert await clock.wait(until_done(opening), loop.time() + 5) is None  # already done: at once
-        second = asyncio.ensure_future(slow_open())
+        assert await clock.wait(opening.wait(), loop.time() + 5) is None
+        assert opening.future.result() == "opened"
+        assert await clock.wait(opening.wait(), loop.time() + 5) is None  # already done: at once
+        second = UpstreamOpen(slow_open())
         loop.call_later(0.02, signal.set)
-        assert await clock.wait(until_done(second), loop.time() + 5) is CANCELLED
-        assert not second.cancelled()  # the relay closes it itself (Relay._close)
+        assert await clock.wait(second.wait(), loop.time() + 5) is CANCELLED
+        assert not second.done()  # the relay closes it itself (Relay._close)
         second.cancel()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert second.future.cancelled()
     finally:
         clock.close()
 

@@ -1,0 +1,196 @@
+"""A streaming request's upstream open (gateway/opening.py): started in place, finished in place.
+
+The turn counts are the point: every turn of the event loop between the upstream's answer and the
+relay seeing it is one pass over every other ready stream under load."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Generator
+
+import pytest
+
+from tidegate.gateway.opening import UpstreamOpen, _Resume
+
+
+class Turns:
+    """Counts turns of the running loop (a callback that puts itself back once per turn)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._loop = asyncio.get_running_loop()
+        self._handle = self._loop.call_soon(self._tick)
+
+    def _tick(self) -> None:
+        self.count += 1
+        self._handle = self._loop.call_soon(self._tick)
+
+    def stop(self) -> None:
+        self._handle.cancel()
+
+
+async def test_the_first_step_runs_before_the_constructor_returns() -> None:
+    """The upstream request is written in the caller's turn, not one turn later."""
+    steps: list[str] = []
+    gate: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    async def open_upstream() -> str:
+        steps.append("request written")
+        return await gate
+
+    opening = UpstreamOpen(open_upstream())
+    assert steps == ["request written"]
+    assert not opening.done()
+    gate.set_result("stream")
+    await opening.wait()
+    assert opening.future.result() == "stream"
+
+
+async def test_the_relay_wakes_one_turn_after_the_open_does() -> None:
+    loop = asyncio.get_running_loop()
+    gate: asyncio.Future[str] = loop.create_future()
+
+    async def open_upstream() -> str:
+        return await gate
+
+    opening = UpstreamOpen(open_upstream())
+    turns = Turns()
+    answered_at: list[int] = []
+
+    def answer() -> None:  # the upstream's answer, as the connection's protocol sets it
+        gate.set_result("stream")
+        answered_at.append(turns.count)
+
+    loop.call_later(0.01, answer)
+    await opening.wait()  # in place, as the relay waits
+    woke_after = turns.count - answered_at[0]
+    turns.stop()
+    # turn 1: the open's task resumes, finishes and sets the waiter; turn 2: the relay runs. As
+    # a plain task awaited through a done-callback it took three (the callback's turn between).
+    assert woke_after <= 2, woke_after
+    assert opening.future.result() == "stream"
+
+
+async def test_an_open_that_finishes_or_fails_without_waiting_is_done_at_once() -> None:
+    async def at_once() -> str:
+        return "stream"
+
+    async def refused() -> str:
+        raise ConnectionRefusedError("nothing listens")
+
+    done = UpstreamOpen(at_once())
+    assert done.done() and done.task is None and done.future.result() == "stream"
+    await done.wait()  # returns at once
+    failed = UpstreamOpen(refused())
+    assert failed.done()
+    with pytest.raises(ConnectionRefusedError):
+        failed.future.result()
+
+
+async def test_a_failure_after_the_first_step_lands_in_the_future_not_the_task() -> None:
+    gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def open_upstream() -> str:
+        await gate
+        raise ConnectionResetError("closed before the head")
+
+    opening = UpstreamOpen(open_upstream())
+    gate.set_result(None)
+    await opening.wait()
+    with pytest.raises(ConnectionResetError):
+        opening.future.result()
+    assert opening.task is not None
+    await opening.task  # the task itself ended cleanly: nothing logged as never retrieved
+    assert opening.task.exception() is None
+
+
+async def test_a_cancelled_wait_leaves_the_open_running() -> None:
+    gate: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    async def open_upstream() -> str:
+        return await gate
+
+    opening = UpstreamOpen(open_upstream())
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(opening.wait(), 0.02)
+    assert not opening.done() and not gate.cancelled()
+    gate.set_result("stream")
+    await opening.wait()
+    assert opening.future.result() == "stream"
+
+
+async def test_cancel_reaches_the_open_and_its_cleanup_runs() -> None:
+    gate: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    cleaned: list[str] = []
+
+    async def open_upstream() -> str:
+        try:
+            return await gate
+        finally:
+            cleaned.append("connection discarded")
+
+    opening = UpstreamOpen(open_upstream())
+    waiting = asyncio.ensure_future(opening.wait())
+    await asyncio.sleep(0)
+    opening.cancel()
+    await waiting  # the waiter is woken when the open ends, cancelled or not
+    assert cleaned == ["connection discarded"]
+    assert opening.future.cancelled() and gate.cancelled()
+
+
+async def test_an_open_that_swallows_the_cancellation_keeps_its_result() -> None:
+    """What is thrown into the task reaches the coroutine as it would in a task of its own."""
+    gate: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    async def open_upstream() -> str:
+        try:
+            return await gate
+        except asyncio.CancelledError:
+            return "opened anyway"
+
+    opening = UpstreamOpen(open_upstream())
+    await asyncio.sleep(0)
+    opening.cancel()
+    await opening.wait()
+    assert opening.future.result() == "opened anyway"
+
+
+async def test_an_open_with_several_waits_is_resumed_through_each() -> None:
+    loop = asyncio.get_running_loop()
+    first: asyncio.Future[int] = loop.create_future()
+    second: asyncio.Future[int] = loop.create_future()
+
+    async def open_upstream() -> int:
+        a = await first
+        await asyncio.sleep(0)  # a bare yield to the loop
+        b = await second
+        return a + b
+
+    opening = UpstreamOpen(open_upstream())
+    loop.call_soon(first.set_result, 2)
+    loop.call_later(0.01, second.set_result, 3)
+    await opening.wait()
+    assert opening.future.result() == 5
+
+
+def test_closing_the_resumed_open_closes_its_coroutine() -> None:
+    """A task that is dropped while it waits closes its coroutine: the open's own finally runs."""
+    cleaned: list[str] = []
+
+    class Suspend:
+        def __await__(self) -> Generator[str, None, None]:
+            yield "suspended"
+
+    async def open_upstream() -> str:
+        try:
+            await Suspend()
+            return "unreachable"
+        finally:
+            cleaned.append("closed")
+
+    coro = open_upstream()
+    pending = coro.send(None)
+    steps = _Resume(coro, pending).__await__()
+    assert next(steps) is pending
+    steps.close()
+    assert cleaned == ["closed"]
