@@ -115,7 +115,11 @@ def test_non_stream_response_object(local_server: ServerProcess) -> None:
 
 def test_sdk_stream_helper_yields_the_final_response(local_server: ServerProcess) -> None:
     client = strict_client(local_server)
-    with client.responses.stream(model="local/smollm2", input="Say hi.", max_output_tokens=40) as stream:
+    # temperature 0: the helper needs `response.completed`, and a sampled answer may run into the
+    # token limit instead (`response.incomplete`); greedy, this prompt ends in ~24 tokens
+    with client.responses.stream(
+        model="local/smollm2", input="Say hi.", max_output_tokens=200, temperature=0
+    ) as stream:
         deltas = [e.delta for e in stream if e.type == "response.output_text.delta"]
         final = stream.get_final_response()
     assert final.status == "completed"
