@@ -1,4 +1,4 @@
-"""Processes under test: the upstream emulator, tidegate and LiteLLM proxy (loopback only).
+"""Processes under test: the upstream emulator, tidegate, LiteLLM proxy and the plain relay (loopback only).
 
 Each is started as a subprocess (optionally pinned with `taskset`), waited on until it answers,
 and stopped by its own pid. LiteLLM lives in its own venv, `bench/.venv-litellm`, installed on first
@@ -179,6 +179,17 @@ def start_tidegate(
     proc, log = _spawn(name, cmd, workdir, env)
     svc = Service(name, proc, f"http://127.0.0.1:{port}", TIDEGATE_KEY, log)
     svc.wait_ready("/readyz", 60)
+    return svc
+
+
+def start_plain_relay(workdir: Path, emu_url: str, cores: str | None) -> Service:
+    """The issue's pilot relay (bench/plain_relay.py): the floor a Python ASGI gateway can reach here."""
+    workdir = workdir.resolve()
+    port = free_port()
+    cmd = [*pin(cores), PY, str(BENCH / "plain_relay.py"), "--port", str(port), "--upstream", emu_url]
+    proc, log = _spawn("relay", cmd, workdir, clean_env())
+    svc = Service("relay", proc, f"http://127.0.0.1:{port}", "none", log)
+    svc.wait_ready("/health", 30)
     return svc
 
 

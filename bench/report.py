@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 from scenarios import Row
 
-MAIN_COLUMNS = ("direct", "tidegate", "litellm")
+MAIN_COLUMNS = ("direct", "relay", "tidegate", "litellm")
 README_START = "<!-- bench:latest:start -->"
 README_END = "<!-- bench:latest:end -->"
 
@@ -48,9 +48,9 @@ def _metric(row: Row) -> str:
 
 def main_table(rows: list[Row]) -> str:
     out = [
-        "| scenario | variant | metric | direct | tidegate | LiteLLM | tidegate vs direct | LiteLLM vs direct "
-        "| LiteLLM / tidegate | tidegate budget | status |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---|---|",
+        "| scenario | variant | metric | direct | plain relay | tidegate | LiteLLM | relay vs direct "
+        "| tidegate vs direct | LiteLLM vs direct | LiteLLM / tidegate | tidegate budget | status |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in rows:
         lt = ""
@@ -59,8 +59,9 @@ def main_table(rows: list[Row]) -> str:
         note = f" ({r.note})" if r.note else ""
         out.append(
             f"| {r.scenario} | {r.variant} | {_metric(r)}{note} | {fmt(r.values.get('direct'))} "
-            f"| {fmt(r.values.get('tidegate'))} | {fmt(r.values.get('litellm'))} | {versus(r, 'tidegate')} "
-            f"| {versus(r, 'litellm')} | {lt} | {r.budget} | {status(r)} |"
+            f"| {fmt(r.values.get('relay'))} | {fmt(r.values.get('tidegate'))} | {fmt(r.values.get('litellm'))} "
+            f"| {versus(r, 'relay')} | {versus(r, 'tidegate')} | {versus(r, 'litellm')} | {lt} | {r.budget} "
+            f"| {status(r)} |"
         )
     return "\n".join(out)
 
@@ -115,7 +116,7 @@ def ratios_text(rows: list[Row]) -> str:
     out = []
     for r in rows:
         parts = []
-        for who in ("tidegate", "litellm"):
+        for who in ("relay", "tidegate", "litellm"):
             s = versus(r, who)
             if s:
                 parts.append(f"{who} {s}")

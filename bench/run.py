@@ -117,7 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="scaled-down smoke run (< 2 minutes)")
     ap.add_argument("--scenarios", default=",".join(ALL), help=f"comma list of {','.join(ALL)}")
-    ap.add_argument("--targets", default="direct,tidegate,litellm", help="comma list of direct,tidegate,litellm")
+    ap.add_argument(
+        "--targets",
+        default="direct,relay,tidegate,litellm",
+        help="comma list of direct,relay,tidegate,litellm (relay: the issue's plain ASGI relay, bench/plain_relay.py)",
+    )
     ap.add_argument("--rounds", type=int, default=0, help="interleaved rounds (default 3, --quick 1)")
     ap.add_argument("--workers", type=int, default=1, help="worker processes for tidegate and LiteLLM")
     ap.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
@@ -156,6 +160,14 @@ def main(argv: list[str] | None = None) -> int:
         if "direct" in wanted:
             targets.append(sc.Target("direct", emu, gateway=False))
             availability["direct"] = "emulator"
+        if "relay" in wanted:
+            rl = gw.start_plain_relay(workdir, emu.url, gw_cores)
+            services.append(rl)
+            t = sc.Target("relay", rl, gateway=True)
+            probe(rl, t, notes)
+            t.routes &= {"openai"}  # it copies bytes: an Anthropic stream would not be translated
+            availability["relay"] = "openai passthrough only (bench/plain_relay.py)"
+            targets.append(t)
         if "tidegate" in wanted:
             tg = gw.start_tidegate(
                 workdir,
