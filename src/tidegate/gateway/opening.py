@@ -62,13 +62,15 @@ class UpstreamOpen(Generic[T]):
     `future` holds the outcome (set by the open's last step, in place); `wait()` returns when it is
     done and is cancel-safe (a cancelled wait leaves the open running); `cancel()` cancels the open."""
 
-    __slots__ = ("_waiter", "future", "task")
+    __slots__ = ("_coro", "_started", "_waiter", "future", "task")
 
     def __init__(self, coro: Coroutine[Any, Any, T]) -> None:
         loop = asyncio.get_running_loop()
         self.future: asyncio.Future[T] = loop.create_future()
         self._waiter: asyncio.Future[None] | None = None
         self.task: asyncio.Task[None] | None = None
+        self._coro = coro
+        self._started = False
         try:
             pending = coro.send(None)
         except StopIteration as stop:
@@ -83,6 +85,7 @@ class UpstreamOpen(Generic[T]):
         self.task = loop.create_task(self._rest(coro, pending))
 
     async def _rest(self, coro: Coroutine[Any, Any, T], pending: Any) -> None:
+        self._started = True
         future = self.future
         try:
             result: T = await _Resume(coro, pending)
@@ -96,18 +99,27 @@ class UpstreamOpen(Generic[T]):
         else:
             future.set_result(result)
         finally:
-            waiter = self._waiter
-            if waiter is not None and not waiter.done():
-                waiter.set_result(None)  # the relay wakes on the next turn, not two turns later
+            self._wake()  # the relay wakes on the next turn, not two turns later
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def done(self) -> bool:
         return self.future.done()
 
     def cancel(self) -> None:
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
-        elif not self.future.done():  # pragma: no cover - the task sets the future before it is done
+        task = self.task
+        if task is None or task.done():
+            return
+        task.cancel()
+        if not self._started:
+            # Cancelled before the task's first turn: the cancellation is raised at the top of
+            # `_rest`, whose body never runs. Close the open here (its own cleanup runs now).
+            self._coro.close()
             self.future.cancel()
+            self._wake()
 
     async def wait(self) -> None:
         """Until the open is done. A cancelled wait (a keep-alive tick) leaves the open running."""

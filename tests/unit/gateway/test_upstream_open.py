@@ -138,6 +138,26 @@ async def test_cancel_reaches_the_open_and_its_cleanup_runs() -> None:
     assert opening.future.cancelled() and gate.cancelled()
 
 
+async def test_an_open_cancelled_before_its_task_ran_is_closed_at_once() -> None:
+    """The relay may close a route in the turn it opened it (a cancel that came meanwhile)."""
+    gate: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    cleaned: list[str] = []
+
+    async def open_upstream() -> str:
+        try:
+            return await gate
+        finally:
+            cleaned.append("connection discarded")
+
+    opening = UpstreamOpen(open_upstream())
+    opening.cancel()  # no turn in between: the task has not run yet
+    assert cleaned == ["connection discarded"]
+    assert opening.future.cancelled()
+    await opening.wait()  # done: returns at once
+    await asyncio.sleep(0)
+    assert opening.task is not None and opening.task.cancelled()
+
+
 async def test_an_open_that_swallows_the_cancellation_keeps_its_result() -> None:
     """What is thrown into the task reaches the coroutine as it would in a task of its own."""
     gate: asyncio.Future[str] = asyncio.get_running_loop().create_future()
