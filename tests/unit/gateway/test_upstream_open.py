@@ -119,7 +119,8 @@ async def test_a_cancelled_wait_leaves_the_open_running() -> None:
     assert opening.future.result() == "stream"
 
 
-async def test_cancel_reaches_the_open_and_its_cleanup_runs() -> None:
+def open_that_cleans_up() -> tuple[UpstreamOpen[str], asyncio.Future[str], list[str]]:
+    """An open waiting on `gate` (the upstream's answer) whose cleanup is recorded in `cleaned`."""
     gate: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     cleaned: list[str] = []
 
@@ -129,7 +130,11 @@ async def test_cancel_reaches_the_open_and_its_cleanup_runs() -> None:
         finally:
             cleaned.append("connection discarded")
 
-    opening = UpstreamOpen(open_upstream())
+    return UpstreamOpen(open_upstream()), gate, cleaned
+
+
+async def test_cancel_reaches_the_open_and_its_cleanup_runs() -> None:
+    opening, gate, cleaned = open_that_cleans_up()
     waiting = asyncio.ensure_future(opening.wait())
     await asyncio.sleep(0)
     opening.cancel()
@@ -140,19 +145,10 @@ async def test_cancel_reaches_the_open_and_its_cleanup_runs() -> None:
 
 async def test_an_open_cancelled_before_its_task_ran_is_closed_at_once() -> None:
     """The relay may close a route in the turn it opened it (a cancel that came meanwhile)."""
-    gate: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-    cleaned: list[str] = []
-
-    async def open_upstream() -> str:
-        try:
-            return await gate
-        finally:
-            cleaned.append("connection discarded")
-
-    opening = UpstreamOpen(open_upstream())
+    opening, gate, cleaned = open_that_cleans_up()
     opening.cancel()  # no turn in between: the task has not run yet
     assert cleaned == ["connection discarded"]
-    assert opening.future.cancelled()
+    assert opening.future.cancelled() and not gate.done()  # closed, not cancelled: nothing left waits on it
     await opening.wait()  # done: returns at once
     await asyncio.sleep(0)
     assert opening.task is not None and opening.task.cancelled()
