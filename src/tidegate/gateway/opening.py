@@ -2,12 +2,12 @@
 
 A stream may owe keep-alives before the upstream answers, so the relay cannot await the open
 itself (the keep-alive tick interrupts the relay's wait, and that would cancel the open with it).
-The open runs as a task the tick leaves alone. Run as a plain `asyncio.ensure_future` task, it
-put three extra turns of the event loop on every stream's time to first token: the task's first
-step waits for the next turn (so the upstream request goes out one turn late), and when the open
-is done its task's done-callback runs a turn later, and the relay's waiter it sets wakes the relay
-one more turn after that. Under load each turn is one pass over every ready stream (10-30 ms at
-256 streams on one core), so those turns were most of the added time to first token there.
+The open runs as a task the tick leaves alone. Run as a plain `asyncio.ensure_future` task awaited
+through a done-callback, it cost two turns of the event loop more than needed on every stream's
+time to first token: the task's first step waited for the next turn (so the upstream request went
+out one turn late), and when the open was done its task's done-callback ran a turn later, before
+the relay's waiter it set could wake the relay on the turn after that. Under load a turn is one
+pass over every ready stream, so at the load's peaks each of those turns can cost milliseconds.
 
 `UpstreamOpen` takes both out: the open's first step runs at once inside the caller's task (the
 upstream request is written before `UpstreamOpen(...)` returns; 3.12's eager tasks, by hand), and
