@@ -82,13 +82,13 @@ class UpstreamOpen(Generic[T]):
         except Exception as exc:
             self.future.set_exception(exc)
             return
-        self.task = loop.create_task(self._rest(coro, pending))
+        self.task = loop.create_task(self._rest(pending))
 
-    async def _rest(self, coro: Coroutine[Any, Any, T], pending: Any) -> None:
+    async def _rest(self, pending: Any) -> None:
         self._started = True
         future = self.future
         try:
-            result: T = await _Resume(coro, pending)
+            result: T = await _Resume(self._coro, pending)
         except asyncio.CancelledError:
             future.cancel()
             raise
