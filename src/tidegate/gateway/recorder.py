@@ -2,7 +2,8 @@
 
 It keeps two logs per generation: the door's wire frames (index = SSE `id`, for resume and same-door
 replay) and the canonical events (for replay in the native format). Both are flushed off the hot path
-by one owned task at least every 250 ms; `finish` flushes the rest before the terminal state is written.
+by one owned task at least every 250 ms; `finish` writes the rest with the terminal state (one store
+write), after any batch the flusher has in flight.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ class Recorder:
     _event_seq: int = 0
     _pending: list[tuple[str, int, bytes]] = field(default_factory=list)
     _flusher: LogFlusher | None = None
+    _flushing: asyncio.Future[None] | None = None  # the flusher's batch being written
     _changed: asyncio.Event | None = None
 
     def start_flushing(self, flusher: LogFlusher) -> None:
@@ -65,11 +67,15 @@ class Recorder:
     async def flush(self) -> None:
         if self._pending:
             batch, self._pending = self._pending, []
+            self._flushing = written = asyncio.get_running_loop().create_future()
             try:
                 await self.store.append_log(self.record.id, batch)
             except BaseException:
-                self._pending[:0] = batch  # kept for the next round (or the final flush)
+                self._pending[:0] = batch  # kept for the next round (or the final write)
                 raise
+            finally:
+                self._flushing = None
+                written.set_result(None)
 
     @property
     def keeps_logs(self) -> bool:
@@ -190,8 +196,14 @@ class Recorder:
         if self._flusher is not None:
             self._flusher.unregister(self.record.id)
             self._flusher = None
-        await self.flush()
-        await self.store.update_generation(rec)
+        if self._flushing is not None:  # the flusher's batch lands first: the log stays in order
+            await asyncio.shield(self._flushing)
+        log, self._pending = self._pending, []
+        try:
+            await self.store.update_generation(rec, log)  # the rest of the log with the outcome
+        except BaseException:
+            self._pending[:0] = log
+            raise
         metrics.GENERATIONS.inc(rec.model, rec.provider or "", rec.status)
         metrics.TOKENS.inc(rec.model, "prompt", amount=rec.usage.prompt_tokens)
         metrics.TOKENS.inc(rec.model, "completion", amount=rec.usage.completion_tokens)

@@ -143,10 +143,16 @@ class GenerationStore(Protocol):
         ledger). Returns the number of keys forgotten."""
         ...
 
-    async def update_generation(self, record: GenerationRecord) -> None:
+    async def update_generation(
+        self, record: GenerationRecord, log: list[tuple[str, int, bytes]] | None = None
+    ) -> None:
         """Write the record's outcome: status, provider, served model, attempts, finish reason, usage,
         cost, output, error and timings. Its identity (key, model, door, creation time, idempotency key,
-        request hash, owner) is written once, when it is created, and never changes."""
+        request hash, owner) is written once, when it is created, and never changes.
+
+        `log`: the generation's last log entries (as `append_log` takes them), written with the
+        outcome and never after it: a reader that sees the outcome finds the whole log. One write
+        for both where the store can (the end of every generation that keeps logs)."""
         ...
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None: ...

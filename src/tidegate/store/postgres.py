@@ -76,6 +76,10 @@ _INSERT_GEN = f"INSERT INTO generations ({_GEN_COLUMNS}) VALUES ({', '.join(f'${
 _UPDATE_GEN = (
     "UPDATE generations SET " + ", ".join(f"{c} = ${i + 2}" for i, c in enumerate(_GEN_NAMES[1:])) + " WHERE id = $1"
 )
+_UPSERT_LOG = (
+    "INSERT INTO generation_log (generation_id, kind, seq, data) VALUES ($1, $2, $3, $4)"
+    " ON CONFLICT (generation_id, kind, seq) DO UPDATE SET data = EXCLUDED.data"
+)
 _SELECT_GEN = f"SELECT {_GEN_COLUMNS} FROM generations WHERE id = $1"
 _KEY_COLUMNS = "id, name, secret_hash, created_at, credits, spent, revoked"
 _INTERRUPTED_ERROR = orjson.dumps({"code": "interrupted", "message": "the gateway stopped mid-generation"}).decode()
@@ -183,8 +187,15 @@ class PostgresStore:
     async def create_generation(self, record: GenerationRecord) -> None:
         await self.pool.execute(_INSERT_GEN, *_params(record))
 
-    async def update_generation(self, record: GenerationRecord) -> None:
-        await self.pool.execute(_UPDATE_GEN, *_params(record))
+    async def update_generation(
+        self, record: GenerationRecord, log: list[tuple[str, int, bytes]] | None = None
+    ) -> None:
+        if not log:
+            await self.pool.execute(_UPDATE_GEN, *_params(record))
+            return
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.executemany(_UPSERT_LOG, [(record.id, kind, seq, data) for kind, seq, data in log])
+            await conn.execute(_UPDATE_GEN, *_params(record))
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None:
         row = await self.pool.fetchrow(_SELECT_GEN, generation_id)
@@ -251,11 +262,7 @@ class PostgresStore:
     async def append_log(self, generation_id: str, entries: list[tuple[str, int, bytes]]) -> None:
         if not entries:
             return
-        await self.pool.executemany(
-            "INSERT INTO generation_log (generation_id, kind, seq, data) VALUES ($1, $2, $3, $4)"
-            " ON CONFLICT (generation_id, kind, seq) DO UPDATE SET data = EXCLUDED.data",
-            [(generation_id, kind, seq, data) for kind, seq, data in entries],
-        )
+        await self.pool.executemany(_UPSERT_LOG, [(generation_id, kind, seq, data) for kind, seq, data in entries])
 
     async def read_log(self, generation_id: str, kind: str, after_seq: int = -1) -> list[tuple[int, bytes]]:
         rows = await self.pool.fetch(

@@ -323,7 +323,11 @@ class RedisStore:
     async def create_generation(self, record: GenerationRecord) -> None:
         await self._put("create", record)
 
-    async def update_generation(self, record: GenerationRecord) -> None:
+    async def update_generation(
+        self, record: GenerationRecord, log: list[tuple[str, int, bytes]] | None = None
+    ) -> None:
+        if log:
+            await self.append_log(record.id, log)  # first: the outcome is never seen before its log
         await self._put("update", record)
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None:

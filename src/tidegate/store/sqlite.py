@@ -70,6 +70,14 @@ _INSERT_GENERATION = f"INSERT INTO generations ({GEN_COLUMNS}) VALUES ({', '.joi
 _UPDATE_GENERATION = (
     "UPDATE generations SET " + ", ".join(f"{c.strip()} = ?" for c in FINAL_COLUMNS.split(",")) + " WHERE id = ?"
 )
+_INSERT_LOG_BATCH = (
+    "INSERT OR REPLACE INTO generation_log_batches (generation_id, kind, first_seq, last_seq, data)"
+    " VALUES (?, ?, ?, ?, ?)"
+)
+# A generation's last log entries up to this size are written with its outcome on the loop's
+# connection (a non-stream answer, a paced stream's last 200 ms); more (an unpaced long answer's
+# whole log) is written on the store thread, where it does not hold the loop up.
+_IN_PLACE_LOG_BYTES = 64 * 1024
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
 # Loop commits between checkpoints on the store thread. RESTART, not PASSIVE: under steady load a
@@ -82,6 +90,14 @@ _CHECKPOINT_EVERY = 200
 def _get_record(db: sqlite3.Connection, generation_id: str) -> GenerationRecord | None:
     row = db.execute(f"SELECT {GEN_COLUMNS} FROM generations WHERE id = ?", (generation_id,)).fetchone()
     return record_from_row(row) if row else None
+
+
+def _log_rows(generation_id: str, entries: list[tuple[str, int, bytes]]) -> list[tuple[str, str, int, int, bytes]]:
+    """One packed row per log kind (`logpack`): (generation id, kind, first seq, last seq, data)."""
+    return [
+        (generation_id, kind, batch[0][0], batch[-1][0], logpack.pack(batch))
+        for kind, batch in logpack.by_kind(entries).items()
+    ]
 
 
 def _path_from_url(url: str) -> str:
@@ -100,9 +116,10 @@ class SQLiteStore:
     is a write into the page cache, cheaper than a hop to a thread and back. That connection never
     waits for a lock (busy_timeout 0) and never checkpoints: when another writer holds the lock (the
     store thread's log flush, another worker process) the statement runs again on the store thread,
-    whose connection waits for it; checkpoints run on the store thread too. Log batches, log reads,
-    pruning and recovery always run on the store thread. An in-memory database has one connection,
-    used in place for everything (nothing on it can block).
+    whose connection waits for it; checkpoints run on the store thread too. A generation's last log
+    entries go with its outcome, in one transaction, in place up to 64 KiB. The running flushes of
+    log batches, log reads, pruning and recovery always run on the store thread. An in-memory
+    database has one connection, used in place for everything (nothing on it can block).
     """
 
     def __init__(self, url: str) -> None:
@@ -268,13 +285,29 @@ class SQLiteStore:
 
         await self._quick(_insert)
 
-    async def update_generation(self, record: GenerationRecord) -> None:
+    async def update_generation(
+        self, record: GenerationRecord, log: list[tuple[str, int, bytes]] | None = None
+    ) -> None:
         params = final_params(record)
+        rows = _log_rows(record.id, log) if log else []
 
         def _update(db: sqlite3.Connection) -> None:
-            db.execute(_UPDATE_GENERATION, params)
+            if not rows:
+                db.execute(_UPDATE_GENERATION, params)
+                return
+            db.execute("BEGIN IMMEDIATE")  # (outside the try: a busy database has nothing to roll back)
+            try:
+                db.executemany(_INSERT_LOG_BATCH, rows)
+                db.execute(_UPDATE_GENERATION, params)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
 
-        await self._quick(_update)
+        if sum(len(row[4]) for row in rows) > _IN_PLACE_LOG_BYTES:
+            await self._run(lambda: _update(self._db()))  # a long answer's log: written off the loop
+        else:
+            await self._quick(_update)
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None:
         result: GenerationRecord | None = await self._quick(lambda db: _get_record(db, generation_id), write=False)
@@ -346,17 +379,10 @@ class SQLiteStore:
         if not entries:
             return
 
-        rows = [
-            (generation_id, kind, batch[0][0], batch[-1][0], logpack.pack(batch))
-            for kind, batch in logpack.by_kind(entries).items()
-        ]
+        rows = _log_rows(generation_id, entries)
 
         def _append() -> None:
-            self._db().executemany(
-                "INSERT OR REPLACE INTO generation_log_batches (generation_id, kind, first_seq, last_seq, data)"
-                " VALUES (?, ?, ?, ?, ?)",
-                rows,
-            )
+            self._db().executemany(_INSERT_LOG_BATCH, rows)
 
         await self._run(_append)
 

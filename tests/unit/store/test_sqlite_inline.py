@@ -83,3 +83,36 @@ async def test_the_store_thread_checkpoints_what_the_loop_connection_writes(tmp_
     assert size_1500 < 4 * size_150, (size_150, size_1500)  # 10x if the WAL never restarted
     assert (await store.get_generation("b1349")) is not None
     await store.close()
+
+
+async def test_the_last_log_entries_go_with_the_outcome_in_place(tmp_path: Path) -> None:
+    """A generation's last log entries (a non-stream answer, a stream's last 200 ms) are written with
+    its outcome in one transaction on the loop's connection: no hop to the store thread, which may be
+    busy. A long answer's log (over 64 KiB) is written on the store thread."""
+    store = SQLiteStore(f"sqlite:///{tmp_path / 't.db'}")
+    await store.open()
+    for gid in ("small", "large"):
+        await store.begin_generation(_record(gid, idem=gid))
+    loop = asyncio.get_running_loop()
+    busy = threading.Event()
+    blocker = loop.run_in_executor(store._executor, busy.wait, 10)  # the store thread is taken
+    small = _record("small", idem="small")
+    small.status = "completed"
+    await asyncio.wait_for(store.update_generation(small, [("j", 0, b'{"answer": 1}')]), 2)
+    got = await store.get_generation("small")
+    assert got is not None and got.status == "completed"
+
+    large = _record("large", idem="large")
+    large.status = "completed"
+    writing = asyncio.ensure_future(store.update_generation(large, [("f", i, b"x" * 1024) for i in range(100)]))
+    await asyncio.sleep(0.1)
+    assert not writing.done()  # queued behind the busy store thread
+    got = await store.get_generation("large")
+    assert got is not None and got.status == "in_progress"  # nothing of it is visible yet
+    busy.set()
+    await blocker
+    await asyncio.wait_for(writing, 5)
+    got = await store.get_generation("large")
+    assert got is not None and got.status == "completed"
+    assert len(await store.read_log("large", "f")) == 100
+    await store.close()

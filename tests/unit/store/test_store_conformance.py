@@ -303,6 +303,28 @@ async def test_logs_append_and_read_after_seq(store: GenerationStore) -> None:
     assert await store.read_log(g.id, LOG_JSON) == [(0, b'{"a":2}')]
 
 
+async def test_an_outcome_written_with_the_last_log_entries_carries_both(store: GenerationStore) -> None:
+    g = gen(idem="final-log")
+    await store.begin_generation(g)
+    await store.append_log(g.id, [(LOG_FRAME, 0, b"id: 0\n\n"), (LOG_EVENT, 0, b"e0")])
+    big = b"x" * 100_000  # over the size SQLite writes in place: the store thread's path
+    done = dataclasses.replace(g, status="completed", finish_reason="stop", output_text="hi")
+    await store.update_generation(done, [(LOG_FRAME, 1, b"id: 1\n\n"), (LOG_EVENT, 1, big), (LOG_JSON, 0, b"{}")])
+    assert await store.get_generation(g.id) == done
+    assert await store.read_log(g.id, LOG_FRAME) == [(0, b"id: 0\n\n"), (1, b"id: 1\n\n")]
+    assert await store.read_log(g.id, LOG_EVENT) == [(0, b"e0"), (1, big)]
+    assert await store.read_log(g.id, LOG_JSON) == [(0, b"{}")]
+
+    h = gen(idem="final-log-small")
+    await store.begin_generation(h)
+    ended = dataclasses.replace(h, status="failed", finish_reason="error")
+    await store.update_generation(ended, [(LOG_JSON, 0, b'{"small":1}')])
+    assert await store.get_generation(h.id) == ended
+    assert await store.read_log(h.id, LOG_JSON) == [(0, b'{"small":1}')]
+    await store.update_generation(dataclasses.replace(ended, output_text="x"), [])  # no entries: the outcome only
+    assert (await store.get_generation(h.id)) == dataclasses.replace(ended, output_text="x")
+
+
 # --- crash recovery and retention ---------------------------------------------------------------------
 
 
