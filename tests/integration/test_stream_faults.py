@@ -8,6 +8,7 @@ a client that goes away closes the upstream within a second and leaves a `cancel
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -67,6 +68,7 @@ def ka_server(emu: OpenAIUpstream, tmp_path_factory: pytest.TempPathFactory) -> 
         "ka/late-first-byte": [("emu", "slow-first-byte:10"), ("emu2", "text")],
         "ka/late-answer": [("emu", "headers-then-silence:0.6"), ("emu2", "text")],
         "ka/late-error": [("emu", "error-late:0.6"), ("emu2", "text")],
+        "ka/steady": [("emu", "slow:0.1")],
     }
     config = tidegate_toml(
         sqlite_url(workdir),
@@ -263,6 +265,33 @@ def test_keepalives_during_silence_then_complete(ka_server: ServerProcess, emu: 
     assert [e.data.encode() for e in r.events if e.data != "[DONE]"] == emu.last("silence").sent
 
 
+def test_chunks_delivered_directly_move_the_keepalive_and_idle_deadlines_on(ka_server: ServerProcess) -> None:
+    """After the first chunk the relay hands plain chunks to the door inside the upstream's protocol
+    callback (`Relay.attach`), with no task woken. Those chunks still count as upstream data: a chunk
+    every 0.1 s for 2.4 s (keep-alive 0.3 s, idle timeout 1.5 s) gets no keep-alive comment and no
+    timeout, as when every chunk went through the relay's loop."""
+    raw = bytearray()
+    started = time.monotonic()
+    with httpx.stream(
+        "POST",
+        ka_server.base_url + CHAT,
+        json={"model": "ka/steady", "messages": HI, "stream": True},
+        headers=ka_server.headers,
+        timeout=30,
+    ) as resp:
+        assert resp.status_code == 200
+        for chunk in resp.iter_raw():
+            raw += chunk
+            if time.monotonic() - started > 2.4:
+                break
+    comments, events = comment_gaps(bytes(raw))
+    assert comments == 0
+    assert b'"error"' not in raw
+    assert events >= 15  # ~24 chunks; the bound leaves room for a loaded machine
+    ticks = [int(t) for t in re.findall(rb"tick(\d+) ", bytes(raw))]
+    assert ticks == list(range(len(ticks)))  # every chunk, in order
+
+
 def test_keepalives_do_not_reset_the_idle_timeout(ka_server: ServerProcess) -> None:
     decoder = SSEDecoder()
     last_data_at = 0.0
@@ -363,6 +392,7 @@ def test_official_sdk_parses_keepalives_between_events(ka_server: ServerProcess)
             if chunk.choices and chunk.choices[0].delta.content:
                 text.append(chunk.choices[0].delta.content)
     assert "".join(text) == "Hello, world \u00e9\u2713!"
-    raw = stream_sse(ka_server.base_url + CHAT, {"model": "ka/silence-short", "messages": HI, "stream": True},
-                     ka_server.headers).raw
+    raw = stream_sse(
+        ka_server.base_url + CHAT, {"model": "ka/silence-short", "messages": HI, "stream": True}, ka_server.headers
+    ).raw
     assert b"data: " in raw.split(b": still working\n", 1)[0]  # keep-alives came after an id'd event

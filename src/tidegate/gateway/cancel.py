@@ -154,6 +154,12 @@ class UpstreamClock:
                 self._fired = False
                 task.uncancel()
 
+    def extend(self, deadline: float) -> None:
+        """Data came outside the wait (direct delivery): the wait in progress now ends at `deadline`
+        (later than before). The armed timer re-arms itself when it fires early: no task wakes."""
+        if deadline > self._deadline:
+            self._deadline = deadline
+
     def close(self) -> None:
         if self._handle is not None:
             self._handle.cancel()

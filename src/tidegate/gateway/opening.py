@@ -18,42 +18,12 @@ a real task (cancellation, exceptions and the loop's task bookkeeping are asynci
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Generator
+from collections.abc import Coroutine
 from typing import Any, Generic, TypeVar
 
+from ..resume import Resume
+
 T = TypeVar("T")
-
-
-class _Resume:
-    """Awaiting this resumes a coroutine whose first step already ran and yielded `pending` (what
-    `yield from` would do had it not started the coroutine itself): the awaiting task waits on
-    `pending`, then sends into and throws into the coroutine exactly as it would for its own."""
-
-    __slots__ = ("_coro", "_pending")
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], pending: Any) -> None:
-        self._coro = coro
-        self._pending = pending
-
-    def __await__(self) -> Generator[Any, None, Any]:
-        coro, pending = self._coro, self._pending
-        self._pending = None
-        while True:
-            try:
-                yield pending
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:  # a cancellation (or anything thrown in): the coroutine's to handle
-                try:
-                    pending = coro.throw(exc)
-                except StopIteration as stop:
-                    return stop.value
-                continue
-            try:
-                pending = coro.send(None)
-            except StopIteration as stop:
-                return stop.value
 
 
 class UpstreamOpen(Generic[T]):
@@ -88,7 +58,7 @@ class UpstreamOpen(Generic[T]):
         self._started = True
         future = self.future
         try:
-            result: T = await _Resume(self._coro, pending)
+            result: T = await Resume(self._coro, pending)
         except asyncio.CancelledError:
             future.cancel()
             raise

@@ -10,7 +10,10 @@ point every failure ends a batch with one `Failed` event and the iteration ends.
 once events reached the door, no other route is tried. The upstream is closed before a terminal
 `Failed` is handed out, so a door that stops reading there never keeps the upstream connection open.
 Each upstream step is awaited in place by the consuming task under a deadline (`cancel.py`): no
-task per read, and the cancel signal interrupts the wait.
+task per read, and the cancel signal interrupts the wait. After the commit point a door may take
+plain batches directly (`attach`): the upstream stream hands them over inside the protocol callback
+that read them, and the consuming task wakes only for what is not plain (endings, failures, a
+cancel, a write held up by the client), which still goes through this loop.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from ..errors import (
     UpstreamTimeout,
 )
 from ..events import Event, Failed, Finished, Started
-from ..providers.base import ChatProvider, UpstreamStream
+from ..providers.base import ChatProvider, DirectStream, UpstreamStream
 from ..request import GenerationRequest
 from .cancel import CANCELLED, MIN_WAIT_S, TIMED_OUT, CancelSignal, UpstreamClock
 from .opening import UpstreamOpen
@@ -71,6 +74,7 @@ KEEPALIVE: Final = _KeepAlive()
 # Events come in batches: the events of one upstream read, handed over in one step (a generator
 # step per event cost more than the event itself). A batch is never empty.
 RelayItem = Committed | _KeepAlive | list[Event]
+_ENDINGS: Final = (Failed, Finished)  # batches with these are never delivered directly
 
 
 class GenerationCancelled(TidegateError):
@@ -127,6 +131,11 @@ class Relay:
         self.provider: str | None = None
         self.served_model: str | None = None
         self._route_done = False
+        # the current route's open stream, for direct delivery (`attach`)
+        self._stream: UpstreamStream | None = None
+        self._clock: UpstreamClock | None = None
+        self._direct_span = math.inf  # how far past its data a route's wait may run
+        self._direct_data_at = -math.inf  # when the direct delivery last took a batch
 
     async def run(self) -> AsyncGenerator[RelayItem, None]:
         for provider, route in self.routes:
@@ -155,8 +164,12 @@ class Relay:
         idle_checked = False
         finished = False
         clock = UpstreamClock(self.cancel)
+        self._direct_data_at = -math.inf
+        self._clock, self._direct_span = clock, (idle if idle < keepalive else keepalive)
         try:
             while True:
+                if self._direct_data_at > last_data:  # batches the direct delivery took moved it on
+                    last_data = self._direct_data_at
                 idle_deadline = last_data + idle  # (conditionals, not min/max: this runs once per chunk)
                 ka_deadline = (last_data if last_data > last_keepalive else last_keepalive) + keepalive
                 step: Awaitable[Any]
@@ -203,6 +216,10 @@ class Relay:
                         return
                     raise GenerationCancelled("the generation was cancelled")
                 if outcome is TIMED_OUT:
+                    if self._direct_data_at > last_data:  # the deadlines moved on while it waited
+                        last_data = self._direct_data_at
+                        idle_deadline = last_data + idle
+                        ka_deadline = (last_data if last_data > last_keepalive else last_keepalive) + keepalive
                     now = loop.time()
                     due = now + MIN_WAIT_S  # the clock may fire up to MIN_WAIT_S before a deadline
                     # An open awaited in place (JSON requests) was cancelled with the wait: waiting
@@ -237,6 +254,7 @@ class Relay:
                 idle_checked = False
                 if stream is None:
                     stream, opening = outcome, None  # the finished open task is not kept for the stream's life
+                    self._stream = stream
                     continue
                 batch = outcome
                 if batch is None:
@@ -283,8 +301,41 @@ class Relay:
                 yield batch
                 del outcome, batch, event  # not kept alive while the next read waits (memory per stream)
         finally:
+            self._stream = self._clock = None
             clock.close()
             await self._close(stream, opening)
+
+    def attach(self, handler: Callable[[list[Event]], bool]) -> bool:
+        """Direct delivery, after the commit point: the route's upstream stream hands each batch to
+        `handler` inside the protocol callback that read it, instead of waking the consuming task
+        per read. Only plain batches: one with a `Failed` or `Finished` in it, and everything after
+        a cancel, comes through `run` as before (the endings, the failure rules and the record stay
+        there). Data taken this way moves the idle and keep-alive deadlines on. `handler` returns
+        False to stop the delivery after the batch it took (its write has to wait for the client).
+        False: not now (the stream cannot deliver directly, or not yet: try after the next batch)."""
+        stream, clock = self._stream, self._clock
+        if stream is None or clock is None or not self.committed or self.cancel.is_set():
+            return False
+        attach = getattr(stream, "attach", None)
+        if attach is None:
+            return False
+        direct: DirectStream = stream  # type: ignore[assignment]
+        cancel, loop, span = self.cancel, asyncio.get_running_loop(), self._direct_span
+
+        def deliver(batch: list[Event]) -> bool:
+            if cancel._set:
+                return False
+            for event in batch:
+                if isinstance(event, _ENDINGS):
+                    return False
+            now = loop.time()
+            self._direct_data_at = now
+            clock.extend(now + span)
+            if not handler(batch):
+                direct.detach()
+            return True
+
+        return direct.attach(deliver)
 
     @staticmethod
     async def _close(stream: UpstreamStream | None, opening: UpstreamOpen[UpstreamStream] | None) -> None:

@@ -7,6 +7,7 @@ or spawn tasks that they do not own and close in `aclose`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from ..events import Event
@@ -22,6 +23,20 @@ class UpstreamStream(Protocol):
     async def aclose(self) -> None:
         """Close the upstream connection / stop the generation. Idempotent."""
         ...
+
+
+class DirectStream(UpstreamStream, Protocol):
+    """An upstream stream that can also deliver its batches as they arrive, inside the protocol
+    callback that read them, instead of waking the reader's task per read (`HttpStream`)."""
+
+    def attach(self, deliver: Callable[[list[Event]], bool]) -> bool:
+        """From now on each batch goes to `deliver`; one it returns False for is kept for the next
+        `read()` (woken at once, and before anything that arrived after it) and delivery stops.
+        `deliver` may not await. False when the stream cannot attach now (a batch or bytes wait to
+        be read): read on and try again."""
+        ...
+
+    def detach(self) -> None: ...
 
 
 class ChatProvider(Protocol):

@@ -7,7 +7,8 @@ client. It does only what the upstream kinds need: `POST`/`GET` with a bytes bod
 `https` (system trust store), keep-alive reuse, chunked / sized / until-close bodies, gzip and
 deflate decoding, and back-pressure (reading pauses while `READ_HIGH_WATER` bytes wait unread).
 
-A response is read with `read_chunk()`: whatever bytes have arrived, `b""` at the end of the body.
+A response is read with `read_chunk()`: whatever bytes have arrived, `b""` at the end of the body;
+or, with `attach_sink`, handed to a callback as they arrive (the relay's direct delivery).
 Reads are cancel-safe (data is consumed only after the wait returns), which the relay's deadlines
 rely on (`gateway/cancel.py`). A connection goes back to its pool only when its body was read to
 the end and the upstream allows keep-alive; a response closed early closes its connection, which
@@ -23,6 +24,7 @@ import asyncio
 import base64
 import re
 import time
+from collections.abc import Callable
 from typing import Final
 from urllib.parse import quote, unquote, urlsplit
 
@@ -113,10 +115,41 @@ class HttpResponse:
     async def read_chunk(self) -> bytes:
         """The bytes that have arrived (waiting for some), or b"" once the body has ended. Raises
         `UpstreamDisconnected` / `UpstreamHttpError` when the body cannot end properly."""
+        while True:
+            chunk = await self.next_chunk()
+            if chunk is not None:
+                return chunk
+
+    def attach_sink(self, sink: Callable[[bytes], None]) -> bool:
+        """From now on body bytes go to `sink` as each read delivers them (in the connection's
+        protocol callback; `sink` must not raise). Refused (False) while bytes wait unread or once
+        the body has ended: read those first."""
+        conn = self._conn
+        if conn is None or conn.buffered or conn.complete or conn.error is not None or conn.lost:
+            return False
+        conn.sink = sink
+        return True
+
+    def detach_sink(self) -> None:
+        if self._conn is not None:
+            self._conn.sink = None
+
+    def nudge(self) -> None:
+        """Wake a `next_chunk` waiting on this response: it returns None once."""
+        if self._conn is not None:
+            self._conn.nudge()
+
+    async def next_chunk(self) -> bytes | None:
+        """`read_chunk`, or None when the connection was nudged (a sink handed something back)."""
         conn = self._conn
         if conn is None:
             return b""
-        while not conn.buffered:
+        while True:
+            if conn.nudged:  # before any bytes: what the sink handed back came before them
+                conn.nudged = False
+                return None
+            if conn.buffered:
+                return conn.take()
             if conn.error is not None:
                 self._drop()
                 raise conn.error
@@ -127,7 +160,6 @@ class HttpResponse:
                 self._drop()
                 raise UpstreamDisconnected("the upstream closed the connection before the response ended")
             await conn.wait()
-        return conn.take()
 
     async def read(self, limit: int) -> bytes:
         """The body up to `limit` bytes (more are not read: the connection is closed instead)."""
@@ -158,11 +190,13 @@ class HttpResponse:
     def _release(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
+            conn.sink = None
             self._client._release(conn)
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
+            conn.sink = None
             self._client._discard(conn)
 
 

@@ -1,6 +1,7 @@
 """One upstream HTTP/1.1 connection as an asyncio protocol: httptools parses the response, each
 read's body bytes wait in a list until `take()`, and reading pauses while `READ_HIGH_WATER` bytes
-wait unread (TCP holds the upstream back). The connection carries one request at a time;
+wait unread (TCP holds the upstream back), or, while a sink is attached, go to the sink as they
+arrive. The connection carries one request at a time;
 `http_client.HttpClient` pools them and `HttpResponse` reads from them.
 """
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from collections.abc import Callable
 from typing import Any, Final
 
 import httptools
@@ -45,6 +47,8 @@ class Connection(asyncio.Protocol):
         "key",
         "loop",
         "lost",
+        "nudged",
+        "sink",
         "status",
         "transport",
         "until_close",
@@ -58,6 +62,10 @@ class Connection(asyncio.Protocol):
     keep_alive: bool
     until_close: bool
     _head_bytes: int
+    # While set (and nothing waits unread), each read's body bytes go to `sink` in the protocol
+    # callback itself instead of the buffer: the relay's direct delivery (`HttpStream.attach`).
+    sink: Callable[[bytes], None] | None
+    nudged: bool  # `nudge()` woke the reader without bytes (the sink handed something back)
 
     def __init__(self, key: tuple[str, str, int]) -> None:
         self.key = key
@@ -150,6 +158,10 @@ class Connection(asyncio.Protocol):
                 return
             if not body:
                 return
+        sink = self.sink
+        if sink is not None and not self._chunks:
+            sink(body)
+            return
         self._chunks.append(body)
         self.buffered += len(body)
         if self.buffered >= READ_HIGH_WATER and not self._paused and self.transport is not None:
@@ -201,6 +213,11 @@ class Connection(asyncio.Protocol):
             if not waiter.done():
                 waiter.set_result(None)
 
+    def nudge(self) -> None:
+        """Wake the reader without bytes: `HttpResponse.next_chunk` returns None once."""
+        self.nudged = True
+        self._wake()
+
     def wait(self) -> asyncio.Future[None]:
         """A future that the next parser event resolves; awaited directly (no coroutine layer: a paced
         stream waits once per chunk). A cancelled one is simply replaced by the next `wait`."""
@@ -230,6 +247,8 @@ class Connection(asyncio.Protocol):
         self.keep_alive = False
         self.until_close = False
         self._head_bytes = 0
+        self.sink = None
+        self.nudged = False
 
     @property
     def reusable(self) -> bool:

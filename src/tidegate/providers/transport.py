@@ -12,6 +12,7 @@ from __future__ import annotations
 import email.utils
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -128,40 +129,93 @@ def default_failure(status: int, headers: dict[str, str], message: str) -> Provi
 
 class HttpStream:
     """A response being read: chunk → decoder → events. Failures become one `Failed` event; its
-    consumer (the relay) stops reading and closes the stream at the first `Failed` of a batch."""
+    consumer (the relay) stops reading and closes the stream at the first `Failed` of a batch.
+
+    `attach(deliver)` is the direct delivery (`base.DirectStream`): each read's batch goes to
+    `deliver` inside the connection's protocol callback, with no task woken; a batch `deliver`
+    does not take is kept for the next `read()`, which the connection's nudge wakes."""
+
+    __slots__ = ("_decoder", "_deliver", "_ended", "_kept", "_kept_error", "_provider", "_response")
 
     def __init__(self, response: HttpResponse, decoder: StreamDecoder, provider: str) -> None:
         self._response = response
         self._decoder = decoder
         self._provider = provider
         self._ended = False
+        self._deliver: Callable[[list[Event]], bool] | None = None
+        self._kept: list[Event] | None = None  # a batch handed back by the direct delivery
+        self._kept_error: BaseException | None = None  # what the direct delivery raised
 
     async def read(self) -> list[Event] | None:
-        if self._ended:
+        if self._ended and self._kept is None and self._kept_error is None:
             return None
         try:
-            chunk = await self._response.read_chunk()
+            chunk = await self._response.next_chunk()
         except (OSError, UpstreamHttpError) as exc:
             self._ended = True
             return [Failed("upstream_error", f"the upstream connection broke: {exc}", self._provider)]
+        if chunk is None:  # nudged: the direct delivery handed a batch (or its failure) back, and
+            # it comes before any bytes that arrived since (the nudge is looked at first)
+            return self._take_kept()
+        if chunk:
+            return self._decode(chunk)
+        self._ended = True
         try:
-            if chunk:
-                events: list[Event] = self._decoder.feed(chunk)
-            else:
-                self._ended = True
-                events = self._decoder.end()
-                if not events:
-                    return None
-        except SSEProtocolError as exc:
+            events: list[Event] = self._decoder.end()
+        except (SSEProtocolError, ValueError) as exc:
+            return [self._undecodable(exc)]
+        return events or None
+
+    def _decode(self, chunk: bytes) -> list[Event]:
+        try:
+            events: list[Event] = self._decoder.feed(chunk)
+        except (SSEProtocolError, ValueError) as exc:
             self._ended = True
-            return [Failed("upstream_protocol_error", str(exc), self._provider)]
-        except ValueError as exc:
-            self._ended = True
-            return [Failed("upstream_protocol_error", f"undecodable upstream data: {exc}"[:300], self._provider)]
+            return [self._undecodable(exc)]
         return events  # a `Failed` among them ends the route: the relay closes this stream (no scan here)
+
+    def _undecodable(self, exc: Exception) -> Failed:
+        if isinstance(exc, SSEProtocolError):
+            return Failed("upstream_protocol_error", str(exc), self._provider)
+        return Failed("upstream_protocol_error", f"undecodable upstream data: {exc}"[:300], self._provider)
+
+    def _take_kept(self) -> list[Event] | None:
+        error, self._kept_error = self._kept_error, None
+        if error is not None:
+            raise error
+        kept, self._kept = self._kept, None
+        return kept if kept is not None else []
+
+    def attach(self, deliver: Callable[[list[Event]], bool]) -> bool:
+        """Hand each read's batch to `deliver` as it arrives; False when the stream cannot now
+        (bytes or a batch wait to be read, the body ended): read on and try again later."""
+        if self._ended or self._kept is not None or self._kept_error is not None:
+            return False
+        if not self._response.attach_sink(self._sink):
+            return False
+        self._deliver = deliver
+        return True
+
+    def detach(self) -> None:
+        self._deliver = None
+        self._response.detach_sink()
+
+    def _sink(self, chunk: bytes) -> None:
+        """The connection's sink: runs in its protocol callback, so it never raises."""
+        deliver = self._deliver
+        batch = self._decode(chunk)
+        try:
+            if deliver is not None and deliver(batch):
+                return
+            self._kept = batch
+        except BaseException as exc:  # the consumer's failure, raised to it in its own task
+            self._kept_error = exc
+        self.detach()
+        self._response.nudge()
 
     async def aclose(self) -> None:
         self._ended = True
+        self.detach()
         self._response.close()
 
 

@@ -129,6 +129,21 @@ async def drive_stream(
     # bound once, used per event; a generation that keeps no logs skips the frame log's call
     observe, render = gen.recorder.observe, writer.event
     log_frames = gen.recorder.log_frames if gen.recorder.keeps_logs else None
+    relay = gen.relay
+
+    def direct(batch: list[Event]) -> bool:
+        """A plain batch (no ending, no failure: the relay's `attach`) rendered and written in the
+        upstream's protocol callback, the same way the loop below does. False: the write waits for
+        the client (and the next `req.write` finishes it): the batches go the loop's way again."""
+        out: list[bytes] = []
+        for event in batch:
+            observe(event)
+            frames = render(event)
+            if frames:
+                if log_frames is not None:
+                    log_frames(frames)
+                out.append(frames)
+        return not out or req.write_now(out[0] if len(out) == 1 else b"".join(out))
     try:
         async with contextlib.aclosing(gen.items()) as items:
             async for item in items:
@@ -156,6 +171,8 @@ async def drive_stream(
                     await req.write(out[0] if len(out) == 1 else b"".join(out))
                 if failure is not None:
                     break
+                if not req.write_held:  # from now on plain batches skip this loop (`direct`), until one does not
+                    relay.attach(direct)
                 del item, batch, event  # not kept alive while the next one is awaited (memory per stream)
     except TidegateError as exc:
         if not req.started:
@@ -181,6 +198,14 @@ async def drive_stream(
 
 async def drive_json(req: Request, gen: Generation, builder: JsonBuilder) -> None:
     committed: Committed | None = None
+    observe, add = gen.recorder.observe, builder.add
+
+    def direct(batch: list[Event]) -> bool:
+        """A plain batch added in the upstream's protocol callback (the relay's `attach`)."""
+        for event in batch:
+            observe(event)
+            add(event)
+        return True
     try:
         async with contextlib.aclosing(gen.items()) as items:
             async for item in items:
@@ -192,12 +217,13 @@ async def drive_json(req: Request, gen: Generation, builder: JsonBuilder) -> Non
                     continue
                 batch: list[Event] = item  # type: ignore[assignment]
                 for event in batch:
-                    gen.recorder.observe(event)
+                    observe(event)
                     if isinstance(event, Failed):
                         await gen.fail(event)
                         await req.respond_error(as_error(event), provider_headers(committed) if committed else {})
                         return
-                    builder.add(event)
+                    add(event)
+                gen.relay.attach(direct)  # plain batches from now on skip this loop
     except TidegateError as exc:
         await gen.fail({"code": exc.error_code, "message": exc.message})
         await req.respond_error(exc, {"x-provider-attempts": str(gen.relay.attempts)})

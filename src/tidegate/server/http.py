@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
+from types import CoroutineType
 from typing import Any
 
 import orjson
 
 from ..errors import InvalidRequest, PayloadTooLarge, TidegateError
+from ..resume import Resume
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -26,6 +28,7 @@ class Request:
     started: bool = False  # response start sent
     status: int = 0  # the status sent (0: none yet), for the request metric
     _headers: dict[str, str] | None = None  # decoded on first use, dropped when a stream starts
+    _unfinished: Awaitable[Any] | None = None  # a `write_now` the client's flow control held up
 
     @classmethod
     def from_scope(cls, scope: Scope, receive: Receive, send: Send) -> Request:
@@ -108,7 +111,33 @@ class Request:
         self.started = True
 
     async def write(self, data: bytes, more: bool = True) -> None:
+        if self._unfinished is not None:  # the bytes `write_now` could not write go first
+            unfinished, self._unfinished = self._unfinished, None
+            await unfinished
         await self.send({"type": "http.response.body", "body": data, "more_body": more})
+
+    def write_now(self, data: bytes) -> bool:
+        """Write body bytes without a task (from a protocol callback: the relay's direct delivery).
+        The server's `send` runs by hand; it writes at once unless the client's flow control holds
+        it up: then False, and the rest of that write runs in the request's task, first thing in
+        its next `write` (so the bytes keep their order)."""
+        if self._unfinished is not None:
+            raise RuntimeError("an earlier write is still held up: `write` it first")
+        sending = self.send({"type": "http.response.body", "body": data, "more_body": True})
+        if type(sending) is not CoroutineType:  # a server whose send is not a coroutine: its task awaits it
+            self._unfinished = sending
+            return False
+        try:
+            pending = sending.send(None)
+        except StopIteration:
+            return True
+        self._unfinished = Resume(sending, pending)
+        return False
+
+    @property
+    def write_held(self) -> bool:
+        """Whether a `write_now` waits for the client (the next `write` finishes it first)."""
+        return self._unfinished is not None
 
     async def respond_bytes(
         self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None

@@ -10,7 +10,8 @@ from collections.abc import Generator
 
 import pytest
 
-from tidegate.gateway.opening import UpstreamOpen, _Resume
+from tidegate.gateway.opening import UpstreamOpen
+from tidegate.resume import Resume
 
 
 class Turns:
@@ -206,7 +207,7 @@ def test_closing_the_resumed_open_closes_its_coroutine() -> None:
 
     coro = open_upstream()
     pending = coro.send(None)
-    steps = _Resume(coro, pending).__await__()
+    steps = Resume(coro, pending).__await__()
     assert next(steps) is pending
     steps.close()
     assert cleaned == ["closed"]
