@@ -62,8 +62,8 @@ class Connection(asyncio.Protocol):
     keep_alive: bool
     until_close: bool
     _head_bytes: int
-    # While set (and nothing waits unread), each read's body bytes go to `sink` in the protocol
-    # callback itself instead of the buffer: the relay's direct delivery (`HttpStream.attach`).
+    # While set, each read's body bytes go to `sink` at the end of the protocol callback that read
+    # them, all at once, instead of waking the reader: the relay's direct delivery (`HttpStream.attach`).
     sink: Callable[[bytes], None] | None
     nudged: bool  # `nudge()` woke the reader without bytes (the sink handed something back)
 
@@ -104,6 +104,8 @@ class Connection(asyncio.Protocol):
             self._head_bytes += len(data)
             if self._head_bytes > MAX_HEAD_BYTES:
                 self._fail(UpstreamHttpError(f"the upstream's response head exceeds {MAX_HEAD_BYTES} bytes"))
+        elif self.sink is not None and self._chunks and self.error is None:
+            self.sink(self.take())  # the whole read at once (one body part per upstream event inside it)
 
     def eof_received(self) -> bool | None:
         return None  # close the transport; connection_lost follows
@@ -158,17 +160,13 @@ class Connection(asyncio.Protocol):
                 return
             if not body:
                 return
-        sink = self.sink
-        if sink is not None and not self._chunks:
-            sink(body)
-            return
         self._chunks.append(body)
         self.buffered += len(body)
         if self.buffered >= READ_HIGH_WATER and not self._paused and self.transport is not None:
             self._paused = True
             self.transport.pause_reading()
         waiter = self.waiter  # `_wake()` inline: once per upstream read
-        if waiter is not None:
+        if waiter is not None and self.sink is None:  # (with a sink: `data_received` hands the read over)
             self.waiter = None
             if not waiter.done():
                 waiter.set_result(None)
