@@ -131,19 +131,28 @@ async def drive_stream(
     log_frames = gen.recorder.log_frames if gen.recorder.keeps_logs else None
     relay = gen.relay
 
-    def direct(batch: list[Event]) -> bool:
-        """A plain batch (no ending, no failure: the relay's `attach`) rendered and written in the
-        upstream's protocol callback, the same way the loop below does. False: the write waits for
-        the client (and the next `req.write` finishes it): the batches go the loop's way again."""
+    def frames_of(batch: list[Event]) -> tuple[bytes, Failed | None]:
+        """A batch's frames (observed, rendered, logged: one write per batch, one log entry per
+        frame), up to its first `Failed`, and that failure."""
         out: list[bytes] = []
         for event in batch:
             observe(event)
+            if isinstance(event, Failed):
+                return b"".join(out), event
             frames = render(event)
             if frames:
                 if log_frames is not None:
                     log_frames(frames)
                 out.append(frames)
-        return not out or req.write_now(out[0] if len(out) == 1 else b"".join(out))
+        return out[0] if len(out) == 1 else b"".join(out), None
+
+    def direct(batch: list[Event]) -> bool:
+        """A plain batch (no ending, no failure: the relay's `attach`) written in the upstream's
+        protocol callback. False: the write waits for the client (the next `req.write` finishes it),
+        and the batches go the loop's way again."""
+        data = frames_of(batch)[0]
+        return not data or req.write_now(data)
+
     try:
         async with contextlib.aclosing(gen.items()) as items:
             async for item in items:
@@ -155,25 +164,14 @@ async def drive_stream(
                     await write(writer.keepalive_tick())
                     await req.write(keepalive)
                     continue
-                batch: list[Event] = item  # type: ignore[assignment]
-                out: list[bytes] = []  # one write per batch (one upstream read), one log entry per frame
-                for event in batch:
-                    observe(event)
-                    if isinstance(event, Failed):
-                        failure = event
-                        break
-                    frames = render(event)
-                    if frames:
-                        if log_frames is not None:
-                            log_frames(frames)
-                        out.append(frames)
-                if out:
-                    await req.write(out[0] if len(out) == 1 else b"".join(out))
+                data, failure = frames_of(item)  # type: ignore[arg-type]
+                if data:
+                    await req.write(data)
                 if failure is not None:
                     break
                 if not req.write_held:  # from now on plain batches skip this loop (`direct`), until one does not
                     relay.attach(direct)
-                del item, batch, event  # not kept alive while the next one is awaited (memory per stream)
+                del item, data  # not kept alive while the next one is awaited (memory per stream)
     except TidegateError as exc:
         if not req.started:
             await gen.fail({"code": exc.error_code, "message": exc.message})

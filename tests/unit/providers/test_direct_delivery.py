@@ -95,6 +95,21 @@ async def open_stream(client: HttpClient, upstream: Upstream) -> HttpStream:
     return HttpStream(response, OpenAIDecoder("emu", "m"), "emu")
 
 
+@pytest.fixture
+async def client() -> AsyncIterator[HttpClient]:
+    c = HttpClient(5.0)
+    yield c
+    await c.aclose()
+
+
+async def started(client: HttpClient, upstream: Upstream) -> HttpStream:
+    """A stream whose first chunk ("a") was read the reader's way, as the relay reads it."""
+    stream = await open_stream(client, upstream)
+    await upstream.send(frame("a"))
+    assert texts(await stream.read()) == ["a"]
+    return stream
+
+
 async def settle() -> None:
     for _ in range(20):
         await asyncio.sleep(0.005)
@@ -104,12 +119,10 @@ def texts(batch: list[Event] | None) -> list[str]:
     return [e.text for e in batch or [] if isinstance(e, TextDelta)]
 
 
-async def test_plain_batches_are_delivered_in_the_protocol_callback_in_order(upstream: Upstream) -> None:
-    client = HttpClient(5.0)
-    stream = await open_stream(client, upstream)
-    await upstream.send(frame("a"))
-    first = await stream.read()
-    assert texts(first) == ["a"]  # the first batch comes the reader's way
+async def test_plain_batches_are_delivered_in_the_protocol_callback_in_order(
+    upstream: Upstream, client: HttpClient
+) -> None:
+    stream = await started(client, upstream)  # the first batch comes the reader's way
     delivered: list[list[Event]] = []
     in_task: list[bool] = []
 
@@ -131,14 +144,10 @@ async def test_plain_batches_are_delivered_in_the_protocol_callback_in_order(ups
     await upstream.send(frame("e"))
     assert texts(await stream.read()) == ["e"]  # detached: the reader's way again
     await stream.aclose()
-    await client.aclose()
 
 
-async def test_a_refused_batch_comes_back_before_the_bytes_after_it(upstream: Upstream) -> None:
-    client = HttpClient(5.0)
-    stream = await open_stream(client, upstream)
-    await upstream.send(frame("a"))
-    await stream.read()
+async def test_a_refused_batch_comes_back_before_the_bytes_after_it(upstream: Upstream, client: HttpClient) -> None:
+    stream = await started(client, upstream)
 
     def deliver(batch: list[Event]) -> bool:
         return not any(isinstance(e, Finished) for e in batch)  # endings go the reader's way
@@ -158,14 +167,10 @@ async def test_a_refused_batch_comes_back_before_the_bytes_after_it(upstream: Up
         batch = await stream.read()
     assert order == ["finished", "after"]  # whatever the reads: what came after it, after it
     assert client.idle_connections == 1  # [DONE] and the body's end were read
-    await client.aclose()
 
 
-async def test_a_refused_batch_is_read_even_when_nobody_was_waiting(upstream: Upstream) -> None:
-    client = HttpClient(5.0)
-    stream = await open_stream(client, upstream)
-    await upstream.send(frame("a"))
-    await stream.read()
+async def test_a_refused_batch_is_read_even_when_nobody_was_waiting(upstream: Upstream, client: HttpClient) -> None:
+    stream = await started(client, upstream)
     assert stream.attach(lambda batch: not any(isinstance(e, Finished) for e in batch))
     await upstream.send(frame(finish="stop"))
     await settle()  # refused and kept; nobody reads
@@ -175,14 +180,10 @@ async def test_a_refused_batch_is_read_even_when_nobody_was_waiting(upstream: Up
     assert kept is not None and isinstance(kept[-1], Finished)
     assert texts(await stream.read()) == ["late"]
     await stream.aclose()
-    await client.aclose()
 
 
-async def test_what_the_deliverer_raises_is_raised_to_the_reader(upstream: Upstream) -> None:
-    client = HttpClient(5.0)
-    stream = await open_stream(client, upstream)
-    await upstream.send(frame("a"))
-    await stream.read()
+async def test_what_the_deliverer_raises_is_raised_to_the_reader(upstream: Upstream, client: HttpClient) -> None:
+    stream = await started(client, upstream)
 
     def deliver(batch: list[Event]) -> bool:
         raise LookupError("the consumer's own bug")
@@ -196,11 +197,11 @@ async def test_what_the_deliverer_raises_is_raised_to_the_reader(upstream: Upstr
     await upstream.send(frame("c"))
     assert texts(await stream.read()) == ["c"]  # the delivery stopped; reading goes on
     await stream.aclose()
-    await client.aclose()
 
 
-async def test_attach_is_refused_while_bytes_wait_and_a_pooled_connection_has_no_sink(upstream: Upstream) -> None:
-    client = HttpClient(5.0)
+async def test_attach_is_refused_while_bytes_wait_and_a_pooled_connection_has_no_sink(
+    upstream: Upstream, client: HttpClient
+) -> None:
     stream = await open_stream(client, upstream)
     await upstream.send(frame("a"))
     await settle()  # the bytes arrived and wait unread
@@ -216,4 +217,3 @@ async def test_attach_is_refused_while_bytes_wait_and_a_pooled_connection_has_no
     assert client.idle_connections == 1
     pooled = client._idle[next(iter(client._idle))][0]
     assert pooled.sink is None and not pooled.nudged
-    await client.aclose()
