@@ -17,7 +17,13 @@ DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
 
 
 class SSEProtocolError(ValueError):
-    """A line or event over the size cap: the stream cannot be decoded safely."""
+    """A line or event over the size cap: the stream cannot be decoded safely. `events` holds the
+    events the same `feed` call decoded before it (they arrived whole: a caller passes them on
+    before the failure)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.events: list[SSEEvent] = []
 
 
 @dataclass(slots=True)  # not frozen: a frozen dataclass costs twice as much to build, once per event
@@ -81,6 +87,14 @@ class SSEDecoder:
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         if not chunk:
             return []
+        events: list[SSEEvent] = []
+        try:
+            return self._feed(chunk, events)
+        except SSEProtocolError as exc:
+            exc.events = events
+            raise
+
+    def _feed(self, chunk: bytes, events: list[SSEEvent]) -> list[SSEEvent]:
         buf = self._buf + chunk if self._buf else chunk
         if not self._started:
             if len(buf) < len(_BOM) and _BOM.startswith(buf):
@@ -94,7 +108,7 @@ class SSEDecoder:
                 buf = buf[1:]
             self._skip_lf = False
         if b"\r" in buf:
-            return self._feed_any_endings(buf)
+            return self._feed_any_endings(buf, events)
         if buf.endswith(b"\n\n") and not self._have_data and not self._event:
             fast = self._whole_data_events(buf)
             if fast is not None:
@@ -102,7 +116,6 @@ class SSEDecoder:
         # LF-only (what every provider sends): one split instead of a search per line
         lines = buf.split(b"\n")
         rest = lines.pop()
-        events: list[SSEEvent] = []
         max_line = self._max_line
         for raw in lines:
             if not raw:
@@ -138,8 +151,7 @@ class SSEDecoder:
         self._buf = b""
         return events
 
-    def _feed_any_endings(self, buf: bytes) -> list[SSEEvent]:
-        events: list[SSEEvent] = []
+    def _feed_any_endings(self, buf: bytes, events: list[SSEEvent]) -> list[SSEEvent]:
         pos = 0
         end = len(buf)
         while pos < end:

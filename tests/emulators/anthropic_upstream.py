@@ -39,8 +39,10 @@ from botocore.credentials import Credentials
 
 Events = list[tuple[str, dict[str, Any]]]
 PAUSE = "__pause__"
-BADJSON = "__badjson__"  # the SSE handler writes BADJSON_FRAME there
-BADJSON_FRAME = b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, "delta": {"ty\n\n'
+BADJSON = "__badjson__"  # the SSE handler writes BADJSON_FRAME there (Bedrock: a chunk of the same bytes)
+BADJSON_DATA = b'{"type": "content_block_delta", "index": 0, "delta": {"ty'
+BADJSON_FRAME = b"event: content_block_delta\ndata: " + BADJSON_DATA + b"\n\n"
+JOINED = "__joined__"  # data["events"] written with one socket write (tidegate reads them at once)
 
 # ---------------------------------------------------------------------------------------------------
 # Scenario scripts: (event name, JSON) pairs, exactly as the Messages API streams them.
@@ -195,6 +197,17 @@ def scenario_events(name: str, model: str) -> Events:
             _message_delta("end_turn", 3),
             STOP,
         ]
+    if name == "joinedbad":  # badjson, with the frame before the bad one in the same write
+        return [
+            _start("msg_emu_joinedbad", model, {"input_tokens": 12, "output_tokens": 1}),
+            _block_start(0, {"type": "text", "text": ""}),
+            _text(0, "Partial"),
+            (PAUSE, {"s": 0.3}),
+            (JOINED, {"events": [_text(0, " answer"), (BADJSON, {})]}),
+            _block_stop(0),
+            _message_delta("end_turn", 3),
+            STOP,
+        ]
     if name in ("error", "truncated", "drop", "exception", "badcrc"):
         head: Events = [
             _start(f"msg_emu_{name}", model, {"input_tokens": 12, "output_tokens": 1}),
@@ -237,8 +250,15 @@ def sse_frame(name: str, data: dict[str, Any]) -> bytes:
     return b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
 
 
+def sse_bytes(name: str, data: dict[str, Any]) -> bytes:
+    """What the SSE handler writes for one script entry (not `PAUSE`)."""
+    if name == JOINED:
+        return b"".join(sse_bytes(n, d) for n, d in data["events"])
+    return BADJSON_FRAME if name == BADJSON else sse_frame(name, data)
+
+
 def sse_stream(events: Events) -> bytes:
-    return b"".join(BADJSON_FRAME if n == BADJSON else sse_frame(n, d) for n, d in events if n != PAUSE)
+    return b"".join(sse_bytes(n, d) for n, d in events if n != PAUSE)
 
 
 def _eventstream_header(name: str, value: str) -> bytes:
@@ -274,8 +294,20 @@ def bedrock_exception(exception_type: str, message: str) -> bytes:
     return eventstream_frame(headers, orjson.dumps({"message": message}))
 
 
+def bedrock_bytes(name: str, data: dict[str, Any]) -> bytes:
+    """What the Bedrock handler writes for one script entry (not `PAUSE`): `BADJSON` is a chunk with a
+    valid checksum whose bytes are not JSON."""
+    if name == JOINED:
+        return b"".join(bedrock_bytes(n, d) for n, d in data["events"])
+    if name == BADJSON:
+        payload = orjson.dumps({"bytes": base64.b64encode(BADJSON_DATA).decode()})
+        headers = [(":event-type", "chunk"), (":content-type", "application/json"), (":message-type", "event")]
+        return eventstream_frame(headers, payload)
+    return bedrock_chunk(data)
+
+
 def bedrock_stream(events: Events) -> bytes:
-    return b"".join(bedrock_chunk(d) for n, d in events if n not in (PAUSE, BADJSON))
+    return b"".join(bedrock_bytes(n, d) for n, d in events if n not in (PAUSE, BADJSON))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -490,7 +522,7 @@ class AnthropicFamilyEmulator:
                 if name == PAUSE:
                     await asyncio.sleep(float(data["s"]))
                     continue
-                await resp.write(BADJSON_FRAME if name == BADJSON else sse_frame(name, data))
+                await resp.write(sse_bytes(name, data))
             if scenario == "slow":
                 await self._slow(request, resp, lambda d: sse_frame("content_block_delta", d))
                 return resp
@@ -596,7 +628,7 @@ class AnthropicFamilyEmulator:
             if name == PAUSE:
                 await asyncio.sleep(float(data["s"]))
                 continue
-            await resp.write(bedrock_chunk(data))
+            await resp.write(bedrock_bytes(name, data))
         if scenario == "slow":
             await self._slow(request, resp, bedrock_chunk)
             return resp

@@ -371,6 +371,20 @@ def test_bedrock_bad_crc_is_protocol_error(server: ServerProcess) -> None:
     assert "checksum" in error["message"]
 
 
+@pytest.mark.parametrize("model", sorted(KINDS))
+def test_undecodable_event_keeps_the_events_read_with_it(server: ServerProcess, model: str) -> None:
+    """The text delta " answer" and an event that is not JSON arrive in one socket write: the text
+    still reaches the client, and the record, before the failure chunk (the decoders used to drop
+    the whole read)."""
+    r = sse(server, model, [{"role": "user", "content": "[[joinedbad]]"}])
+    error = assert_failure_chunk(r, "upstream_protocol_error", KINDS[model][1], partial="Partial answer")
+    assert error["message"].startswith("undecodable upstream data")
+    rec = httpx.get(
+        f"{server.base_url}/api/v1/generations/{r.headers['x-generation-id']}", headers=server.headers
+    ).json()
+    assert rec["status"] == "failed" and rec["output_text"] == "Partial answer"
+
+
 def test_bedrock_model_arn_path_is_signed_as_sent(server: ServerProcess, emulator: AnthropicFamilyEmulator) -> None:
     mark = marker()
     r = sse(server, "bedrock/arn", [{"role": "user", "content": mark}])

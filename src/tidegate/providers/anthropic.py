@@ -28,9 +28,16 @@ from ..events import (
 )
 from ..events import Finished as FinishedEvent
 from ..request import GenerationRequest
-from ..sse import SSEDecoder
+from ..sse import SSEDecoder, SSEEvent, SSEProtocolError
 from .anthropic_request import messages_body
-from .transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, retry_after_seconds, sanitize
+from .transport import (
+    HttpProvider,
+    StreamDecoder,
+    UpstreamHttpRequest,
+    retry_after_seconds,
+    sanitize,
+    undecodable,
+)
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -220,15 +227,35 @@ class AnthropicSSEDecoder:
         self.events = MessagesEventDecoder(provider, served_model)
 
     def feed(self, chunk: bytes) -> list[Event]:
+        try:
+            batch = self._sse.feed(chunk)
+        except SSEProtocolError as exc:
+            if not exc.events:
+                raise
+            out = self._decode(exc.events)  # the whole events before the over-cap line go first
+            if not self.events.done:
+                out.extend(self.events.fail(str(exc), code="upstream_protocol_error"))
+            return out
+        return self._decode(batch)
+
+    def _decode(self, batch: list[SSEEvent]) -> list[Event]:
+        """A read's events; undecodable data after some of them ends the batch with a failure
+        (what came before it is kept), on the first one it raises (the transport fails the stream)."""
         out: list[Event] = []
-        for ev in self._sse.feed(chunk):
+        for ev in batch:
             if self.events.done:
                 break
-            data = orjson.loads(ev.data)
-            name = ev.event
-            if name == "message" and isinstance(data, dict):
-                name = str(data.get("type") or "message")
-            out.extend(self.events.handle(name, data))
+            try:
+                data = orjson.loads(ev.data)
+                name = ev.event
+                if name == "message" and isinstance(data, dict):
+                    name = str(data.get("type") or "message")
+                out.extend(self.events.handle(name, data))
+            except ValueError as exc:
+                if not out:
+                    raise
+                out.extend(self.events.fail(undecodable(exc), code="upstream_protocol_error"))
+                break
         return out
 
     def end(self) -> list[Event]:

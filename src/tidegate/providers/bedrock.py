@@ -28,7 +28,7 @@ from ..events import Event
 from ..request import GenerationRequest
 from .anthropic import MessagesEventDecoder, error_text
 from .anthropic_request import messages_body
-from .transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, retry_after_seconds
+from .transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, retry_after_seconds, undecodable
 
 BEDROCK_VERSION = "bedrock-2023-05-31"
 SIGNING_NAME = "bedrock"
@@ -88,9 +88,12 @@ class BedrockStreamDecoder:
                 raw = base64.b64decode(wrapper["bytes"], validate=True)
             except (orjson.JSONDecodeError, KeyError, TypeError, binascii.Error):
                 return self.events.fail("undecodable bedrock chunk payload", code="upstream_protocol_error")
-            data = orjson.loads(raw)
-            name = data.get("type") if isinstance(data, dict) else None
-            return self.events.handle(name if isinstance(name, str) else "", data)
+            try:
+                data = orjson.loads(raw)
+                name = data.get("type") if isinstance(data, dict) else None
+                return self.events.handle(name if isinstance(name, str) else "", data)
+            except ValueError as exc:  # after the frames before it in this read, which are kept
+                return self.events.fail(undecodable(exc), code="upstream_protocol_error")
         if mtype == "exception":
             etype = _header(headers, ":exception-type")
             message: Any = None

@@ -22,9 +22,9 @@ from ..config import ProviderConfig, ServerConfig
 from ..errors import NoProviderAvailable, ProviderFailure
 from ..events import Event, Failed, Finished, Image, PartialImage, Progress, Started, UsageReport
 from ..request import GenerationRequest
-from ..sse import SSEDecoder, SSEEvent
+from ..sse import SSEDecoder, SSEEvent, SSEProtocolError
 from .embeddings_remote import upstream_message
-from .transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, default_failure
+from .transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, default_failure, undecodable
 
 _IMAGE_FIELDS = ("size", "quality", "background", "output_format", "created_at")
 
@@ -69,14 +69,24 @@ class ImageStreamDecoder:
 
     def feed(self, chunk: bytes) -> list[Event]:
         out: list[Event] = []
-        for ev in self._sse.feed(chunk):
+        try:
+            batch = self._sse.feed(chunk)
+            overflow: SSEProtocolError | None = None
+        except SSEProtocolError as exc:  # the whole events before the over-cap line go first
+            if not exc.events:
+                raise
+            batch, overflow = exc.events, exc
+        for ev in batch:
             try:
                 decoded = self._event(ev)
             except ValueError as exc:  # after the events before it, however the bytes were split
-                decoded = [Failed("upstream_protocol_error", f"undecodable upstream data: {exc}"[:300], self._provider)]
+                decoded = [Failed("upstream_protocol_error", undecodable(exc), self._provider)]
             out.extend(decoded)
             if any(isinstance(e, Failed) for e in decoded):
+                overflow = None
                 break
+        if overflow is not None:
+            out.append(Failed("upstream_protocol_error", undecodable(overflow), self._provider))
         if out and not self._started:
             self._started = True
             out.insert(0, Started(self._provider, self._served_model))

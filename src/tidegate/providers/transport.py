@@ -25,6 +25,13 @@ from .http_client import ConnectFailed, HttpClient, HttpResponse, UpstreamHttpEr
 MAX_ERROR_BODY = 64 * 1024
 
 
+def undecodable(exc: Exception) -> str:
+    """The failure message for upstream data that does not decode (an over-cap SSE line, bad JSON)."""
+    if isinstance(exc, SSEProtocolError):
+        return str(exc)
+    return f"undecodable upstream data: {exc}"[:300]
+
+
 @dataclass(slots=True)
 class UpstreamHttpRequest:
     method: str
@@ -175,9 +182,7 @@ class HttpStream:
         return events  # a `Failed` among them ends the route: the relay closes this stream (no scan here)
 
     def _undecodable(self, exc: Exception) -> Failed:
-        if isinstance(exc, SSEProtocolError):
-            return Failed("upstream_protocol_error", str(exc), self._provider)
-        return Failed("upstream_protocol_error", f"undecodable upstream data: {exc}"[:300], self._provider)
+        return Failed("upstream_protocol_error", undecodable(exc), self._provider)
 
     def _take_kept(self) -> list[Event] | None:
         error, self._kept_error = self._kept_error, None

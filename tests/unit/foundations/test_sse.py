@@ -122,6 +122,26 @@ def test_event_cap() -> None:
         d2.feed(b"data: a\n\ndata: 0123456789\n\n")
 
 
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n"])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b"data: " + b"x" * 64 + b"\n\n",  # a whole line over the cap
+        b"data: " + b"x" * 64,  # an unfinished one
+        b"data: 0123456789\ndata: 0123456789\ndata: 0123456789\n\n",  # an event over the cap
+    ],
+)
+def test_a_cap_error_carries_the_events_decoded_before_it(eol: bytes, bad: bytes) -> None:
+    d = SSEDecoder(max_line_bytes=48, max_event_bytes=32)
+    good = b"id: 7\ndata: first\n\ndata: second\n\n"
+    with pytest.raises(SSEProtocolError) as caught:
+        d.feed((good + bad).replace(b"\n", eol))
+    assert caught.value.events == [SSEEvent("first", id="7"), SSEEvent("second", id="7")]
+    with pytest.raises(SSEProtocolError) as alone:
+        SSEDecoder(max_line_bytes=48, max_event_bytes=32).feed(bad.replace(b"\n", eol))
+    assert alone.value.events == []
+
+
 def test_pending_bytes_reports_truncation() -> None:
     d = SSEDecoder()
     d.feed(b"data: a\n\ndata: partial")

@@ -152,6 +152,21 @@ def test_invalid_json_is_a_protocol_error() -> None:
         factory().feed(b"event: message_start\ndata: {not json\n\n")
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b"event: content_block_delta\ndata: {not json\n\n",
+        b"event: content_block_delta\ndata: " + b"A" * (4 * 1024 * 1024 + 16),  # an over-cap line
+    ],
+)
+def test_a_bad_event_after_whole_ones_in_one_read_keeps_them(bad: bytes) -> None:
+    data = (FIXTURES / "anthropic" / "text.sse").read_bytes()
+    before = data[: data.index(b"event: content_block_stop")]
+    got = factory().feed(before + bad)
+    assert got[:-1] == TEXT[:-2]
+    assert isinstance(got[-1], Failed) and got[-1].code == "upstream_protocol_error" and got[-1].provider == P
+
+
 def test_usage_overrides_from_message_delta() -> None:
     dec = MessagesEventDecoder(P, MODEL)
     dec.handle("message_start", {"message": {"id": "m", "usage": {"input_tokens": 100, "output_tokens": 1}}})

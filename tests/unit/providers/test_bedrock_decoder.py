@@ -26,7 +26,10 @@ from test_anthropic_decoder import (
 )
 
 from emulators.anthropic_upstream import (
+    BADJSON,
+    JOINED,
     PAUSE,
+    bedrock_bytes,
     bedrock_chunk,
     bedrock_stream,
     eventstream_frame,
@@ -118,6 +121,21 @@ def test_bad_chunk_payload_is_protocol_error() -> None:
     frame = eventstream_frame([(":event-type", "chunk"), (":message-type", "event")], b'{"bytes":"%%%"}')
     [failed] = factory().feed(frame)
     assert isinstance(failed, Failed) and failed.code == "upstream_protocol_error"
+
+
+def test_chunk_bytes_that_are_not_json_keep_the_frames_read_before_them() -> None:
+    """A checksummed chunk whose bytes do not decode, in one read after good frames: the frames'
+    events are kept, then the failure (the transport would otherwise fail the whole read)."""
+    events = scenario_events("joinedbad", MODEL)
+    joined = next(i for i, (name, _) in enumerate(events) if name == JOINED)
+    data = b"".join(bedrock_bytes(n, d) for n, d in events[:joined] if n != PAUSE)
+    data += bedrock_bytes(*events[joined])
+    got = factory().feed(data)
+    assert got[:-1] == partial("joinedbad")
+    assert isinstance(got[-1], Failed) and got[-1].code == "upstream_protocol_error"
+    assert got[-1].message.startswith("undecodable upstream data")
+    [alone] = factory().feed(bedrock_bytes(BADJSON, {}))  # first in its read: the same failure
+    assert isinstance(alone, Failed) and alone.message == got[-1].message
 
 
 @pytest.fixture

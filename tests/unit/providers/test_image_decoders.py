@@ -153,6 +153,17 @@ def test_corrupt_completed_event_is_a_protocol_error() -> None:
     assert not any(isinstance(e, Image) for e in events)
 
 
+def test_an_over_cap_line_after_whole_events_in_one_read_keeps_them() -> None:
+    data = fixture("stream_error_event.sse")
+    before = data[: data.index(b"event: error")]  # a partial image, whole
+    over = b"data: " + b"A" * (2 * MIB)  # the line cap here: base64 of 1 MiB + 64 KiB
+    events = stream_decoder(1, max_partial=MIB, max_image=MIB)().feed(before + over)
+    assert events[:3] == [Started(P, MODEL), Progress(45, "partial_image"), PartialImage(0, png_b64(0))]
+    failed = events[-1]
+    assert len(events) == 4 and isinstance(failed, Failed) and failed.code == "upstream_protocol_error"
+    assert "exceeds" in failed.message
+
+
 def test_partial_over_the_cap() -> None:
     data = fixture("stream_partials.sse")
     size = len(base64.b64decode(png_b64(0)))

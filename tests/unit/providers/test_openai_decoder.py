@@ -250,6 +250,18 @@ def test_oversize_line_raises_protocol_error() -> None:
             d.feed(b"A" * 65536)
 
 
+def test_oversize_line_after_whole_chunks_in_one_read_keeps_them() -> None:
+    """The chunks before an over-cap line in the same read go out before the failure."""
+    over = b"data: " + b"A" * (4 * 1024 * 1024 + 16)
+    got = OpenAIDecoder("emu", "m").feed(sse(TEXT_CHUNKS[:2], done=False) + over)
+    assert [e.data for e in got if isinstance(e, RawFrame)] == TEXT_CHUNKS[:2]
+    assert [e.text for e in got if isinstance(e, TextDelta)] == ["Hel"]
+    assert isinstance(got[-1], Failed) and got[-1].code == "upstream_protocol_error"
+    assert "exceeds" in got[-1].message and got[-1].provider == "emu"
+    done_first = OpenAIDecoder("emu", "m").feed(sse(TEXT_CHUNKS[:1]) + over)  # nothing after [DONE] is read
+    assert not any(isinstance(e, Failed) for e in done_first) and isinstance(done_first[-1], Finished)
+
+
 def test_multi_line_data_is_reserialised_on_one_line() -> None:
     events = run(b'data: {"id":"c","model":"m",\ndata: "choices":[]}\n\ndata: [DONE]\n\n')
     raw = [e.data for e in events if isinstance(e, RawFrame)]
