@@ -209,10 +209,13 @@ class StreamSession:
         return []
 
     def on_bytes(self, chunk: bytes) -> list[StreamEvent]:
+        overflow: SSEProtocolError | None = None
         try:
             events = self._decoder.feed(chunk)
         except SSEProtocolError as exc:
-            raise self.reader.protocol_error(str(exc)) from None
+            if not exc.events:
+                raise self.reader.protocol_error(str(exc)) from None
+            events, overflow = exc.events, exc  # the whole events before the over-cap line go first
         out: list[StreamEvent] = []
         comments = self._decoder.comments_seen
         if comments > self._comments:
@@ -236,6 +239,8 @@ class StreamSession:
                 # the caller first gets the deltas decoded before the failure, then the exception
                 self._failure = exc
                 break
+        if overflow is not None and self._failure is None and self.reader.done is None:
+            self._failure = self.reader.protocol_error(str(overflow))
         return out
 
     def raise_failure(self) -> None:

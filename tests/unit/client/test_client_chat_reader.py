@@ -207,6 +207,15 @@ def test_oversize_line_is_a_protocol_error() -> None:
     assert isinstance(exc, StreamProtocolError)
 
 
+def test_oversize_line_after_whole_chunks_in_one_read_delivers_them_first() -> None:
+    over = b"data: " + b"x" * (5 * 1024 * 1024)
+    events, exc, _ = run("chat", [chat_frames([chunk({"content": "a"}), chunk({"content": "b"})]) + over])
+    assert isinstance(exc, StreamProtocolError) and exc.partial_text == "ab"
+    assert texts(events) == "ab"
+    events, exc, _ = run("chat", [chat_frames([chunk({"content": "a"}), chunk({}, "stop"), "[DONE]"]) + over])
+    assert exc is None and isinstance(events[-1], Done)  # the answer ended before the over-cap line
+
+
 def test_usage_only_from_usage_chunk_and_include_usage_false() -> None:
     data = chat_frames([chunk({"content": "a"}), chunk({}, "stop"), "[DONE]"])
     events, exc, _ = run("chat", [data])
