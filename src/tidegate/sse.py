@@ -94,6 +94,16 @@ class SSEDecoder:
             exc.events = events
             raise
 
+    def feed_to_error(self, chunk: bytes) -> tuple[list[SSEEvent], SSEProtocolError | None]:
+        """`feed`, with a cap error that follows whole events in the same read returned next to
+        them (the caller passes them on, then fails); one with no events before it is raised."""
+        try:
+            return self.feed(chunk), None
+        except SSEProtocolError as exc:
+            if not exc.events:
+                raise
+            return exc.events, exc
+
     def _feed(self, chunk: bytes, events: list[SSEEvent]) -> list[SSEEvent]:
         buf = self._buf + chunk if self._buf else chunk
         if not self._started:

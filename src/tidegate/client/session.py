@@ -209,13 +209,10 @@ class StreamSession:
         return []
 
     def on_bytes(self, chunk: bytes) -> list[StreamEvent]:
-        overflow: SSEProtocolError | None = None
         try:
-            events = self._decoder.feed(chunk)
+            events, overflow = self._decoder.feed_to_error(chunk)  # whole events before an over-cap line go first
         except SSEProtocolError as exc:
-            if not exc.events:
-                raise self.reader.protocol_error(str(exc)) from None
-            events, overflow = exc.events, exc  # the whole events before the over-cap line go first
+            raise self.reader.protocol_error(str(exc)) from None
         out: list[StreamEvent] = []
         comments = self._decoder.comments_seen
         if comments > self._comments:

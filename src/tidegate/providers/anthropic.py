@@ -28,7 +28,7 @@ from ..events import (
 )
 from ..events import Finished as FinishedEvent
 from ..request import GenerationRequest
-from ..sse import SSEDecoder, SSEEvent, SSEProtocolError
+from ..sse import SSEDecoder, SSEEvent
 from .anthropic_request import messages_body
 from .transport import (
     HttpProvider,
@@ -227,16 +227,11 @@ class AnthropicSSEDecoder:
         self.events = MessagesEventDecoder(provider, served_model)
 
     def feed(self, chunk: bytes) -> list[Event]:
-        try:
-            batch = self._sse.feed(chunk)
-        except SSEProtocolError as exc:
-            if not exc.events:
-                raise
-            out = self._decode(exc.events)  # the whole events before the over-cap line go first
-            if not self.events.done:
-                out.extend(self.events.fail(str(exc), code="upstream_protocol_error"))
-            return out
-        return self._decode(batch)
+        batch, overflow = self._sse.feed_to_error(chunk)
+        out = self._decode(batch)  # the whole events before an over-cap line go first
+        if overflow is not None and not self.events.done:
+            out.extend(self.events.fail(str(overflow), code="upstream_protocol_error"))
+        return out
 
     def _decode(self, batch: list[SSEEvent]) -> list[Event]:
         """A read's events; undecodable data after some of them ends the batch with a failure

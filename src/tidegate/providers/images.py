@@ -22,7 +22,7 @@ from ..config import ProviderConfig, ServerConfig
 from ..errors import NoProviderAvailable, ProviderFailure
 from ..events import Event, Failed, Finished, Image, PartialImage, Progress, Started, UsageReport
 from ..request import GenerationRequest
-from ..sse import SSEDecoder, SSEEvent, SSEProtocolError
+from ..sse import SSEDecoder, SSEEvent
 from .embeddings_remote import upstream_message
 from .transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, default_failure, undecodable
 
@@ -69,13 +69,7 @@ class ImageStreamDecoder:
 
     def feed(self, chunk: bytes) -> list[Event]:
         out: list[Event] = []
-        try:
-            batch = self._sse.feed(chunk)
-            overflow: SSEProtocolError | None = None
-        except SSEProtocolError as exc:  # the whole events before the over-cap line go first
-            if not exc.events:
-                raise
-            batch, overflow = exc.events, exc
+        batch, overflow = self._sse.feed_to_error(chunk)  # the whole events before an over-cap line go first
         for ev in batch:
             try:
                 decoded = self._event(ev)

@@ -31,7 +31,7 @@ from ..events import (
     UsageReport,
 )
 from ..request import GenerationRequest
-from ..sse import SSEDecoder, SSEEvent, SSEProtocolError
+from ..sse import SSEDecoder, SSEEvent
 from .transport import MAX_UPSTREAM_TEXT, HttpProvider, UpstreamHttpRequest, retry_after_seconds, sanitize
 
 _FINISH: dict[str, FinishReason] = {
@@ -79,16 +79,11 @@ class OpenAIDecoder:
     def feed(self, chunk: bytes) -> list[Event]:
         if self._done:
             return []  # nothing after [DONE] is read (as the OpenAI SDK does)
-        try:
-            batch = self._sse.feed(chunk)
-        except SSEProtocolError as exc:
-            if not exc.events:
-                raise
-            out = self._decode(exc.events)  # the whole events before the over-cap line go first
-            if not self._done and not (out and isinstance(out[-1], Failed)):
-                out.append(Failed("upstream_protocol_error", str(exc), self.provider))
-            return out
-        return self._decode(batch)
+        batch, overflow = self._sse.feed_to_error(chunk)
+        out = self._decode(batch)  # the whole events before an over-cap line go first
+        if overflow is not None and not self._done and not (out and isinstance(out[-1], Failed)):
+            out.append(Failed("upstream_protocol_error", str(overflow), self.provider))
+        return out
 
     def _decode(self, batch: list[SSEEvent]) -> list[Event]:
         out: list[Event] = []
