@@ -85,24 +85,25 @@ class SSEDecoder:
         return len(self._buf) + self._data_size
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
-        if not chunk:
-            return []
         events: list[SSEEvent] = []
         try:
-            return self._feed(chunk, events)
+            return self._feed(chunk, events) if chunk else events
         except SSEProtocolError as exc:
             exc.events = events
             raise
 
     def feed_to_error(self, chunk: bytes) -> tuple[list[SSEEvent], SSEProtocolError | None]:
         """`feed`, with a cap error that follows whole events in the same read returned next to
-        them (the caller passes them on, then fails); one with no events before it is raised."""
+        them (the caller passes them on, then fails); one with no events before it is raised.
+        (What every decoder calls once per upstream read: no call through `feed`.)"""
+        events: list[SSEEvent] = []
         try:
-            return self.feed(chunk), None
+            return (self._feed(chunk, events) if chunk else events), None
         except SSEProtocolError as exc:
-            if not exc.events:
+            exc.events = events
+            if not events:
                 raise
-            return exc.events, exc
+            return events, exc
 
     def _feed(self, chunk: bytes, events: list[SSEEvent]) -> list[SSEEvent]:
         buf = self._buf + chunk if self._buf else chunk

@@ -280,7 +280,12 @@ def eventstream_frame(headers: list[tuple[str, str]], payload: bytes, *, corrupt
 
 
 def bedrock_chunk(data: dict[str, Any], *, corrupt_crc: bool = False) -> bytes:
-    payload = orjson.dumps({"bytes": base64.b64encode(orjson.dumps(data)).decode()})
+    return bedrock_raw_chunk(orjson.dumps(data), corrupt_crc=corrupt_crc)
+
+
+def bedrock_raw_chunk(raw: bytes, *, corrupt_crc: bool = False) -> bytes:
+    """A `chunk` event frame carrying `raw` (base64 in its JSON payload, as Bedrock sends it)."""
+    payload = orjson.dumps({"bytes": base64.b64encode(raw).decode()})
     headers = [(":event-type", "chunk"), (":content-type", "application/json"), (":message-type", "event")]
     return eventstream_frame(headers, payload, corrupt_crc=corrupt_crc)
 
@@ -299,11 +304,7 @@ def bedrock_bytes(name: str, data: dict[str, Any]) -> bytes:
     valid checksum whose bytes are not JSON."""
     if name == JOINED:
         return b"".join(bedrock_bytes(n, d) for n, d in data["events"])
-    if name == BADJSON:
-        payload = orjson.dumps({"bytes": base64.b64encode(BADJSON_DATA).decode()})
-        headers = [(":event-type", "chunk"), (":content-type", "application/json"), (":message-type", "event")]
-        return eventstream_frame(headers, payload)
-    return bedrock_chunk(data)
+    return bedrock_raw_chunk(BADJSON_DATA) if name == BADJSON else bedrock_chunk(data)
 
 
 def bedrock_stream(events: Events) -> bytes:
