@@ -46,8 +46,12 @@ CREATE TABLE IF NOT EXISTS generations (
     duration_ms REAL,
     owner TEXT NOT NULL DEFAULT ''
 );
-CREATE INDEX IF NOT EXISTS generations_status ON generations(status);
+DROP INDEX IF EXISTS generations_status;
 CREATE INDEX IF NOT EXISTS generations_created ON generations(created_at);
+CREATE TABLE IF NOT EXISTS instance_starts (
+    owner TEXT PRIMARY KEY,
+    last_rowid INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS idempotency (
     key_id TEXT NOT NULL,
     idem_key TEXT NOT NULL,
@@ -314,15 +318,32 @@ class SQLiteStore:
         return result
 
     async def mark_interrupted(self, owner: str) -> int:
+        """Without an index on status (it cost each request two WAL frames): generations are never
+        deleted, so their rowids only grow, and every record `owner` made since its last start has a
+        rowid above the one `instance_starts` holds for it. One transaction marks those and moves
+        the bound to the newest rowid; a database without a bound for `owner` is scanned once."""
         error = '{"code": "interrupted", "message": "the gateway stopped mid-generation"}'
 
         def _mark() -> int:
-            cur = self._db().execute(
-                "UPDATE generations SET status = 'interrupted', finish_reason = 'error', error = ?"
-                " WHERE status = 'in_progress' AND owner = ?",
-                (error, owner),
-            )
-            return cur.rowcount
+            db = self._db()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                row = db.execute("SELECT last_rowid FROM instance_starts WHERE owner = ?", (owner,)).fetchone()
+                cur = db.execute(
+                    "UPDATE generations SET status = 'interrupted', finish_reason = 'error', error = ?"
+                    " WHERE rowid > ? AND status = 'in_progress' AND owner = ?",
+                    (error, row[0] if row else 0, owner),
+                )
+                db.execute(
+                    "INSERT OR REPLACE INTO instance_starts (owner, last_rowid)"
+                    " VALUES (?, (SELECT COALESCE(MAX(rowid), 0) FROM generations))",
+                    (owner,),
+                )
+                db.execute("COMMIT")
+                return cur.rowcount
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
 
         return int(await self._run(_mark))
 

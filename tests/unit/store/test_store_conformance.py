@@ -354,6 +354,12 @@ async def test_mark_interrupted_touches_only_that_owners_running_records(store: 
     assert await store.get_generation(theirs.id) == theirs
     assert await store.mark_interrupted("me:1") == 0
     assert await store.mark_interrupted("nobody:0") == 0
+    # what the next run leaves running is found at the start after it, and only that
+    next_run = gen(owner="me:1")
+    await store.create_generation(next_run)
+    assert await store.mark_interrupted("me:1") == 1
+    got = await store.get_generation(next_run.id)
+    assert got is not None and got.status == "interrupted"
     # an interrupted generation's key can be used again
     assert (await store.begin_generation(gen(owner="me:1", idem="m1"))).outcome == "created"
 

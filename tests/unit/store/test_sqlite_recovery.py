@@ -1,0 +1,88 @@
+"""Crash recovery on SQLite without an index on status: what each request writes, and databases
+made by earlier versions (which had the index and no `instance_starts`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import time
+from pathlib import Path
+
+from tidegate.ids import new_ulid
+from tidegate.store.base import GenerationRecord
+from tidegate.store.sqlite import SQLiteStore
+
+WAL_HEADER = 32
+WAL_FRAME_HEADER = 24
+
+
+def _record(owner: str = "me:1") -> GenerationRecord:
+    return GenerationRecord(id=new_ulid(), key_id="k1", model="m", door="chat", created_at=time.time(), owner=owner)
+
+
+def _indexes(path: Path) -> set[str]:
+    with sqlite3.connect(path) as db:
+        rows = db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'generations'")
+        return {row[0] for row in rows}
+
+
+async def test_a_request_writes_at_most_four_and_a_half_wal_frames(tmp_path: Path) -> None:
+    """The record before the upstream call and its final state: the table's page, the id's index
+    and `created_at`'s, then the table's page again (an index on status added two more)."""
+    path = tmp_path / "t.db"
+    store = SQLiteStore(f"sqlite:///{path}")
+    await store.open()
+    try:
+        first = _record()
+        await store.begin_generation(first)
+        await store.update_generation(dataclasses.replace(first, status="completed"))
+        with sqlite3.connect(path) as db:
+            assert db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0] == 0
+            page_size = int(db.execute("PRAGMA page_size").fetchone()[0])
+        pairs = 90  # fewer loop commits than a checkpoint waits for: the WAL only grows
+        for _ in range(pairs):
+            rec = _record()
+            await store.begin_generation(rec)
+            await store.update_generation(
+                dataclasses.replace(rec, status="completed", finish_reason="stop", output_text="hello " * 30)
+            )
+        frames = ((path.parent / "t.db-wal").stat().st_size - WAL_HEADER) / (page_size + WAL_FRAME_HEADER)
+        assert frames / pairs <= 4.5, f"{frames / pairs:.2f} WAL frames per request"
+    finally:
+        await store.close()
+
+
+async def test_a_database_from_before_loses_the_status_index_and_its_running_records_are_found(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    store = SQLiteStore(f"sqlite:///{path}")
+    await store.open()
+    running = [_record(), _record()]
+    done = _record()
+    for rec in (*running, done, _record("them:2")):
+        await store.begin_generation(rec)
+    await store.update_generation(dataclasses.replace(done, status="completed"))
+    await store.close()
+    with sqlite3.connect(path) as db:  # what an earlier version left on disk
+        db.execute("CREATE INDEX generations_status ON generations(status)")
+        db.execute("DROP TABLE instance_starts")
+
+    store = SQLiteStore(f"sqlite:///{path}")
+    await store.open()
+    try:
+        assert _indexes(path) == {"generations_created", "sqlite_autoindex_generations_1"}
+        assert await store.mark_interrupted("me:1") == 2  # no bound yet: every record is looked at
+        for rec in running:
+            got = await store.get_generation(rec.id)
+            assert got is not None and got.status == "interrupted"
+        got = await store.get_generation(done.id)
+        assert got is not None and got.status == "completed"
+        later = _record()  # this start's own record, left running by the next crash
+        await store.begin_generation(later)
+        assert await store.mark_interrupted("me:1") == 1
+        got = await store.get_generation(later.id)
+        assert got is not None and got.status == "interrupted"
+        assert await store.mark_interrupted("them:2") == 1
+    finally:
+        await store.close()
