@@ -84,11 +84,14 @@ _INSERT_LOG_BATCH = (
 _IN_PLACE_LOG_BYTES = 64 * 1024
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
-# Loop commits between checkpoints on the store thread. RESTART, not PASSIVE: under steady load a
-# passive checkpoint never catches up with the loop's new frames and the WAL would grow without end;
-# RESTART holds writers off for its few milliseconds (the loop's writes queue on the store thread
-# meanwhile), so the next write starts the WAL from its beginning again.
+# Loop commits between checkpoints on the store thread. A PASSIVE checkpoint copies the WAL into the
+# database (and fsyncs both) without holding writers off, but under steady load it never catches up
+# with the loop's new frames and the WAL would grow without end; a RESTART holds writers off until
+# it is done (the loop's writes queue on the store thread meanwhile), so the next write starts the
+# WAL from its beginning again. Every tenth checkpoint restarts, right after a passive one: it has
+# only the last few frames to copy and hold writers off for.
 _CHECKPOINT_EVERY = 200
+_RESTART_EVERY = 10
 
 
 def _get_record(db: sqlite3.Connection, generation_id: str) -> GenerationRecord | None:
@@ -134,6 +137,7 @@ class SQLiteStore:
         self._loop_conn: sqlite3.Connection | None = None
         self._loop_commits = 0
         self._checkpointing = False
+        self._checkpoints = 0
 
     def _connect(self, busy_timeout_ms: int, autocheckpoint: bool) -> sqlite3.Connection:
         if not self._memory:
@@ -186,7 +190,11 @@ class SQLiteStore:
 
     def _checkpoint(self) -> None:
         try:
-            self._db().execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+            db = self._db()
+            db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            self._checkpoints += 1
+            if self._checkpoints % _RESTART_EVERY == 0:
+                db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
         except sqlite3.Error:
             pass  # the next one, or the store thread's own autocheckpoint, catches up
         finally:
