@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -97,6 +98,18 @@ _RESTART_EVERY = 10
 def _get_record(db: sqlite3.Connection, generation_id: str) -> GenerationRecord | None:
     row = db.execute(f"SELECT {GEN_COLUMNS} FROM generations WHERE id = ?", (generation_id,)).fetchone()
     return record_from_row(row) if row else None
+
+
+def _immediate(db: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """`fn(db)` in one BEGIN IMMEDIATE transaction: committed, or rolled back when it raises."""
+    db.execute("BEGIN IMMEDIATE")  # (outside the try: a busy database has nothing to roll back)
+    try:
+        result = fn(db)
+        db.execute("COMMIT")
+        return result
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 def _log_rows(generation_id: str, entries: list[tuple[str, int, bytes]]) -> list[tuple[str, str, int, int, bytes]]:
@@ -332,28 +345,21 @@ class SQLiteStore:
         the bound to the newest rowid; a database without a bound for `owner` is scanned once."""
         error = '{"code": "interrupted", "message": "the gateway stopped mid-generation"}'
 
-        def _mark() -> int:
-            db = self._db()
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                row = db.execute("SELECT last_rowid FROM instance_starts WHERE owner = ?", (owner,)).fetchone()
-                cur = db.execute(
-                    "UPDATE generations SET status = 'interrupted', finish_reason = 'error', error = ?"
-                    " WHERE rowid > ? AND status = 'in_progress' AND owner = ?",
-                    (error, row[0] if row else 0, owner),
-                )
-                db.execute(
-                    "INSERT OR REPLACE INTO instance_starts (owner, last_rowid)"
-                    " VALUES (?, (SELECT COALESCE(MAX(rowid), 0) FROM generations))",
-                    (owner,),
-                )
-                db.execute("COMMIT")
-                return cur.rowcount
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+        def _mark(db: sqlite3.Connection) -> int:
+            row = db.execute("SELECT last_rowid FROM instance_starts WHERE owner = ?", (owner,)).fetchone()
+            cur = db.execute(
+                "UPDATE generations SET status = 'interrupted', finish_reason = 'error', error = ?"
+                " WHERE rowid > ? AND status = 'in_progress' AND owner = ?",
+                (error, row[0] if row else 0, owner),
+            )
+            db.execute(
+                "INSERT OR REPLACE INTO instance_starts (owner, last_rowid)"
+                " VALUES (?, (SELECT COALESCE(MAX(rowid), 0) FROM generations))",
+                (owner,),
+            )
+            return cur.rowcount
 
-        return int(await self._run(_mark))
+        return int(await self._run(lambda: _immediate(self._db(), _mark)))
 
     # --- idempotency and logs ---------------------------------------------------------------------
     async def begin_generation(self, record: GenerationRecord) -> BeginResult:
@@ -432,20 +438,13 @@ class SQLiteStore:
         return result
 
     async def prune(self, older_than: float) -> int:
-        def _prune() -> int:
-            db = self._db()
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                cur = db.execute("DELETE FROM idempotency WHERE created_at < ?", (older_than,))
-                db.execute(
-                    "DELETE FROM generation_log_batches WHERE generation_id IN"
-                    " (SELECT id FROM generations WHERE created_at < ? AND status != 'in_progress')",
-                    (older_than,),
-                )
-                db.execute("COMMIT")
-                return cur.rowcount
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+        def _prune(db: sqlite3.Connection) -> int:
+            cur = db.execute("DELETE FROM idempotency WHERE created_at < ?", (older_than,))
+            db.execute(
+                "DELETE FROM generation_log_batches WHERE generation_id IN"
+                " (SELECT id FROM generations WHERE created_at < ? AND status != 'in_progress')",
+                (older_than,),
+            )
+            return cur.rowcount
 
-        return int(await self._run(_prune))
+        return int(await self._run(lambda: _immediate(self._db(), _prune)))
