@@ -320,14 +320,11 @@ class SQLiteStore:
             if not rows:
                 db.execute(_UPDATE_GENERATION, params)
                 return
-            db.execute("BEGIN IMMEDIATE")  # (outside the try: a busy database has nothing to roll back)
-            try:
-                db.executemany(_INSERT_LOG_BATCH, rows)
-                db.execute(_UPDATE_GENERATION, params)
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+            _immediate(db, _log_and_outcome)
+
+        def _log_and_outcome(db: sqlite3.Connection) -> None:
+            db.executemany(_INSERT_LOG_BATCH, rows)
+            db.execute(_UPDATE_GENERATION, params)
 
         if sum(len(row[4]) for row in rows) > _IN_PLACE_LOG_BYTES:
             await self._run(lambda: _update(self._db()))  # a long answer's log: written off the loop
@@ -369,33 +366,27 @@ class SQLiteStore:
             if record.idempotency_key is None:  # nothing to check: one autocommitted insert
                 db.execute(_INSERT_GENERATION, params)
                 return BeginResult("created", record)
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                if record.idempotency_key is not None:
-                    row = db.execute(
-                        "SELECT generation_id, request_hash FROM idempotency WHERE key_id = ? AND idem_key = ?",
-                        (record.key_id, record.idempotency_key),
-                    ).fetchone()
-                    if row is not None:
-                        existing = _get_record(db, row[0])
-                        if existing is not None:
-                            if row[1] != record.request_hash:
-                                db.execute("COMMIT")
-                                return BeginResult("mismatch", existing)
-                            if existing.status in ("in_progress", "completed"):
-                                db.execute("COMMIT")
-                                return BeginResult(existing.status, existing)
-                    db.execute(
-                        "INSERT OR REPLACE INTO idempotency (key_id, idem_key, generation_id, request_hash, created_at)"
-                        " VALUES (?, ?, ?, ?, ?)",
-                        (record.key_id, record.idempotency_key, record.id, record.request_hash, record.created_at),
-                    )
-                db.execute(_INSERT_GENERATION, params)
-                db.execute("COMMIT")
-                return BeginResult("created", record)
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+            return _immediate(db, _check_and_insert)
+
+        def _check_and_insert(db: sqlite3.Connection) -> BeginResult:
+            row = db.execute(
+                "SELECT generation_id, request_hash FROM idempotency WHERE key_id = ? AND idem_key = ?",
+                (record.key_id, record.idempotency_key),
+            ).fetchone()
+            if row is not None:
+                existing = _get_record(db, row[0])
+                if existing is not None:
+                    if row[1] != record.request_hash:
+                        return BeginResult("mismatch", existing)
+                    if existing.status in ("in_progress", "completed"):
+                        return BeginResult(existing.status, existing)
+            db.execute(
+                "INSERT OR REPLACE INTO idempotency (key_id, idem_key, generation_id, request_hash, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (record.key_id, record.idempotency_key, record.id, record.request_hash, record.created_at),
+            )
+            db.execute(_INSERT_GENERATION, params)
+            return BeginResult("created", record)
 
         result: BeginResult = await self._quick(_begin)
         return result
