@@ -26,7 +26,7 @@ from ..events import (
     ToolCallDelta,
     UsageReport,
 )
-from ..store.base import LOG_EVENT, LOG_FRAME, LOG_JSON, GenerationRecord, GenerationStore, Usage
+from ..store.base import LOG_EVENT, LOG_FRAME, LOG_JSON, GenerationRecord, GenerationStore, LogRun, Usage
 from .eventlog import encode_event
 from .flusher import LogFlusher
 from .usage import cost_of, estimate_usage, tokenizer_ready
@@ -45,10 +45,12 @@ class Recorder:
     usage: UsageReport | None = None
     finish_reason: str | None = None
     _first_token_at: float | None = None
-    frames: list[bytes] = field(default_factory=list)
+    frames: list[bytes] = field(default_factory=list)  # every frame logged (live followers read them)
     closed: bool = False
-    _event_seq: int = 0
-    _pending: list[tuple[str, int, bytes]] = field(default_factory=list)
+    _frames_flushed: int = 0  # frames before this index are in the store (or in a write on its way)
+    _events: list[bytes] = field(default_factory=list)  # encoded events not yet handed to the store
+    _events_flushed: int = 0  # the seq of `_events[0]`
+    _json: bytes | None = None
     _flusher: LogFlusher | None = None
     _flushing: asyncio.Future[None] | None = None  # the flusher's batch being written
     _changed: asyncio.Event | None = None
@@ -62,16 +64,43 @@ class Recorder:
 
     @property
     def has_pending(self) -> bool:
-        return bool(self._pending)
+        return len(self.frames) > self._frames_flushed or bool(self._events) or self._json is not None
+
+    def _take_log(self) -> list[LogRun]:
+        """What the store does not have yet, one run per kind (`_restore_log` puts it back)."""
+        runs: list[LogRun] = []
+        frames, start = self.frames, self._frames_flushed
+        if len(frames) > start:
+            runs.append(LogRun(LOG_FRAME, start, frames[start:]))
+            self._frames_flushed = len(frames)
+        if self._events:
+            runs.append(LogRun(LOG_EVENT, self._events_flushed, self._events))
+            self._events_flushed += len(self._events)
+            self._events = []
+        if self._json is not None:
+            runs.append(LogRun(LOG_JSON, 0, [self._json]))
+            self._json = None
+        return runs
+
+    def _restore_log(self, runs: list[LogRun]) -> None:
+        """A write of `runs` failed: they are pending again, ahead of what was logged meanwhile."""
+        for run in runs:
+            if run.kind == LOG_FRAME:
+                self._frames_flushed = run.first_seq
+            elif run.kind == LOG_EVENT:
+                self._events[:0] = run.items
+                self._events_flushed = run.first_seq
+            elif self._json is None:
+                self._json = run.items[0]
 
     async def flush(self) -> None:
-        if self._pending:
-            batch, self._pending = self._pending, []
+        if self.has_pending:
+            runs = self._take_log()
             self._flushing = written = asyncio.get_running_loop().create_future()
             try:
-                await self.store.append_log(self.record.id, batch)
+                await self.store.append_log(self.record.id, runs)
             except BaseException:
-                self._pending[:0] = batch  # kept for the next round (or the final write)
+                self._restore_log(runs)  # kept for the next round (or the final write)
                 raise
             finally:
                 self._flushing = None
@@ -87,16 +116,15 @@ class Recorder:
         """Record wire frames (one or more complete SSE events) as they are written."""
         if not self.keeps_logs:
             return
-        for part in data.split(b"\n\n"):
-            if part:
-                frame = part + b"\n\n"
-                self._pending.append((LOG_FRAME, len(self.frames), frame))
-                self.frames.append(frame)
+        if data.find(b"\n\n") == len(data) - 2:  # one frame (one event's render, the usual call): as it is
+            self.frames.append(data)
+        else:
+            self.frames += [part + b"\n\n" for part in data.split(b"\n\n") if part]
         self._notify()
 
     def log_json(self, body: bytes) -> None:
         if self.keeps_logs:
-            self._pending.append((LOG_JSON, 0, body))
+            self._json = body
 
     def _notify(self) -> None:
         if self._changed is not None:  # only when someone follows this generation live
@@ -113,8 +141,7 @@ class Recorder:
         if isinstance(event, RawFrame):  # the upstream's own bytes: what it carries comes as events too
             return
         if self.record.idempotency_key is not None:  # keeps_logs, without a property call per event
-            self._pending.append((LOG_EVENT, self._event_seq, encode_event(event)))
-            self._event_seq += 1
+            self._events.append(encode_event(event))
         if isinstance(event, TextDelta):
             if self._first_token_at is None:
                 self._mark_first_token()
@@ -198,11 +225,11 @@ class Recorder:
             self._flusher = None
         if self._flushing is not None:  # the flusher's batch lands first: the log stays in order
             await asyncio.shield(self._flushing)
-        log, self._pending = self._pending, []
+        log = self._take_log()
         try:
             await self.store.update_generation(rec, log)  # the rest of the log with the outcome
         except BaseException:
-            self._pending[:0] = log
+            self._restore_log(log)
             raise
         metrics.GENERATIONS.inc(rec.model, rec.provider or "", rec.status)
         metrics.TOKENS.inc(rec.model, "prompt", amount=rec.usage.prompt_tokens)

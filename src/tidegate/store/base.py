@@ -100,6 +100,26 @@ LOG_JSON = "j"  # a non-stream answer body
 LOG_EVENT = "e"  # canonical events (replay re-renders them in another format)
 
 
+@dataclass(frozen=True, slots=True)
+class LogRun:
+    """Log entries of one kind with consecutive seqs: `items[i]` is entry `first_seq + i`.
+
+    A recorder's flush hands over one run per kind: a per-entry (kind, seq) tuple cost more than the
+    entry's own bytes at an unpaced stream's rate, and every store groups the entries by kind anyway."""
+
+    kind: str
+    first_seq: int
+    items: list[bytes]
+
+    @property
+    def last_seq(self) -> int:
+        return self.first_seq + len(self.items) - 1
+
+    def entries(self) -> list[tuple[int, bytes]]:
+        """(seq, data) per entry."""
+        return list(enumerate(self.items, self.first_seq))
+
+
 class GenerationStore(Protocol):
     """Everything tidegate persists. Every implementation passes the same test suite."""
 
@@ -132,8 +152,9 @@ class GenerationStore(Protocol):
 
     async def find_idempotent(self, key_id: str, idempotency_key: str) -> GenerationRecord | None: ...
 
-    async def append_log(self, generation_id: str, entries: list[tuple[str, int, bytes]]) -> None:
-        """Append (kind, seq, data) entries to a generation's logs."""
+    async def append_log(self, generation_id: str, runs: list[LogRun]) -> None:
+        """Append runs of entries to a generation's logs. Runs of one kind never overlap, but for one
+        entry written again at the same seq (the JSON answer at 0), which replaces the first."""
         ...
 
     async def read_log(self, generation_id: str, kind: str, after_seq: int = -1) -> list[tuple[int, bytes]]: ...
@@ -143,14 +164,12 @@ class GenerationStore(Protocol):
         ledger). Returns the number of keys forgotten."""
         ...
 
-    async def update_generation(
-        self, record: GenerationRecord, log: list[tuple[str, int, bytes]] | None = None
-    ) -> None:
+    async def update_generation(self, record: GenerationRecord, log: list[LogRun] | None = None) -> None:
         """Write the record's outcome: status, provider, served model, attempts, finish reason, usage,
         cost, output, error and timings. Its identity (key, model, door, creation time, idempotency key,
         request hash, owner) is written once, when it is created, and never changes.
 
-        `log`: the generation's last log entries (as `append_log` takes them), written with the
+        `log`: the generation's last log runs (as `append_log` takes them), written with the
         outcome and never after it: a reader that sees the outcome finds the whole log. One write
         for both where the store can (the end of every generation that keeps logs)."""
         ...

@@ -1,16 +1,22 @@
-"""Log batches: many (seq, data) entries packed into one blob, so a flush writes one row per kind
-instead of one per chunk (the store's cost per streamed chunk dominated the relay's CPU otherwise)."""
+"""Log runs packed into one blob, so a flush writes one row per kind instead of one per chunk (the
+store's cost per streamed chunk dominated the relay's CPU otherwise)."""
 
 from __future__ import annotations
 
 import struct
-from collections import defaultdict
 
 _HEAD = struct.Struct(">qI")  # seq, length
 
 
-def pack(entries: list[tuple[int, bytes]]) -> bytes:
-    return b"".join(_HEAD.pack(seq, len(data)) + data for seq, data in entries)
+def pack(first_seq: int, items: list[bytes]) -> bytes:
+    """Entries `first_seq`, `first_seq + 1`, ...: each a (seq, length) head and its bytes."""
+    head = _HEAD.pack
+    parts: list[bytes] = []
+    add = parts.append
+    for seq, data in enumerate(items, first_seq):
+        add(head(seq, len(data)))
+        add(data)
+    return b"".join(parts)
 
 
 def unpack(blob: bytes) -> list[tuple[int, bytes]]:
@@ -22,10 +28,3 @@ def unpack(blob: bytes) -> list[tuple[int, bytes]]:
         out.append((seq, blob[pos : pos + size]))
         pos += size
     return out
-
-
-def by_kind(entries: list[tuple[str, int, bytes]]) -> dict[str, list[tuple[int, bytes]]]:
-    grouped: dict[str, list[tuple[int, bytes]]] = defaultdict(list)
-    for kind, seq, data in entries:
-        grouped[kind].append((seq, data))
-    return grouped

@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg  # type: ignore[import-untyped]
 import orjson
 
-from .base import ApiKey, BeginResult, GenerationRecord
+from .base import ApiKey, BeginResult, GenerationRecord, LogRun
 from .rows import GEN_COLUMNS, key_from_row, record_from_row, record_params
 
 _SCHEMA_LOCK = 0x7469_6465_6761_7465  # "tidegate": one lock id serialises concurrent `open()` DDL
@@ -113,6 +113,11 @@ def _count(status: str) -> int:
     return int(status.rsplit(" ", 1)[-1])
 
 
+def _log_rows(generation_id: str, runs: list[LogRun]) -> list[tuple[str, str, int, bytes]]:
+    """One row per entry: (generation id, kind, seq, data)."""
+    return [(generation_id, run.kind, seq, data) for run in runs for seq, data in run.entries()]
+
+
 class PostgresStore:
     def __init__(self, url: str, *, schema: str | None = None, max_connections: int = 10) -> None:
         self.dsn, url_schema = _split_url(url)
@@ -187,14 +192,13 @@ class PostgresStore:
     async def create_generation(self, record: GenerationRecord) -> None:
         await self.pool.execute(_INSERT_GEN, *_params(record))
 
-    async def update_generation(
-        self, record: GenerationRecord, log: list[tuple[str, int, bytes]] | None = None
-    ) -> None:
-        if not log:
+    async def update_generation(self, record: GenerationRecord, log: list[LogRun] | None = None) -> None:
+        rows = _log_rows(record.id, log) if log else []
+        if not rows:
             await self.pool.execute(_UPDATE_GEN, *_params(record))
             return
         async with self.pool.acquire() as conn, conn.transaction():
-            await conn.executemany(_UPSERT_LOG, [(record.id, kind, seq, data) for kind, seq, data in log])
+            await conn.executemany(_UPSERT_LOG, rows)
             await conn.execute(_UPDATE_GEN, *_params(record))
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None:
@@ -259,10 +263,10 @@ class PostgresStore:
         )
         return record_from_row(row) if row is not None else None
 
-    async def append_log(self, generation_id: str, entries: list[tuple[str, int, bytes]]) -> None:
-        if not entries:
-            return
-        await self.pool.executemany(_UPSERT_LOG, [(generation_id, kind, seq, data) for kind, seq, data in entries])
+    async def append_log(self, generation_id: str, runs: list[LogRun]) -> None:
+        rows = _log_rows(generation_id, runs)
+        if rows:
+            await self.pool.executemany(_UPSERT_LOG, rows)
 
     async def read_log(self, generation_id: str, kind: str, after_seq: int = -1) -> list[tuple[int, bytes]]:
         rows = await self.pool.fetch(

@@ -23,7 +23,7 @@ import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
-from .base import ApiKey, BeginResult, GenerationRecord, Usage
+from .base import ApiKey, BeginResult, GenerationRecord, LogRun, Usage
 
 DEFAULT_PREFIX = "tidegate:"
 _GEN_FIELDS = tuple(f.name for f in fields(GenerationRecord))
@@ -323,9 +323,7 @@ class RedisStore:
     async def create_generation(self, record: GenerationRecord) -> None:
         await self._put("create", record)
 
-    async def update_generation(
-        self, record: GenerationRecord, log: list[tuple[str, int, bytes]] | None = None
-    ) -> None:
+    async def update_generation(self, record: GenerationRecord, log: list[LogRun] | None = None) -> None:
         if log:
             await self.append_log(record.id, log)  # first: the outcome is never seen before its log
         await self._put("update", record)
@@ -375,12 +373,13 @@ class RedisStore:
         gen = await self._cmd("HGET", self._k("idem", self._idem_member(key_id, idempotency_key)), "gen")
         return await self.get_generation(gen.decode()) if gen is not None else None
 
-    async def append_log(self, generation_id: str, entries: list[tuple[str, int, bytes]]) -> None:
-        if not entries:
-            return
+    async def append_log(self, generation_id: str, runs: list[LogRun]) -> None:
         args: list[Any] = [self._k("log", generation_id, ""), self._ttl_ms, generation_id]
-        for kind, seq, data in entries:
-            args += [kind, seq, _SEQ.pack(seq) + data]
+        for run in runs:
+            for seq, data in run.entries():
+                args += [run.kind, seq, _SEQ.pack(seq) + data]
+        if len(args) == 3:
+            return
         await self._run(
             "append_log",
             [self._k("logkinds", generation_id), self._k("logidx"), self._k("gen", generation_id)],

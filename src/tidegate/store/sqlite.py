@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from . import logpack
-from .base import ApiKey, BeginResult, GenerationRecord
+from .base import ApiKey, BeginResult, GenerationRecord, LogRun
 from .rows import FINAL_COLUMNS, GEN_COLUMNS, GEN_COUNT, final_params, key_from_row, record_from_row, record_params
 
 T = TypeVar("T")
@@ -112,11 +112,12 @@ def _immediate(db: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) ->
         raise
 
 
-def _log_rows(generation_id: str, entries: list[tuple[str, int, bytes]]) -> list[tuple[str, str, int, int, bytes]]:
-    """One packed row per log kind (`logpack`): (generation id, kind, first seq, last seq, data)."""
+def _log_rows(generation_id: str, runs: list[LogRun]) -> list[tuple[str, str, int, int, bytes]]:
+    """One packed row per run (`logpack`): (generation id, kind, first seq, last seq, data)."""
     return [
-        (generation_id, kind, batch[0][0], batch[-1][0], logpack.pack(batch))
-        for kind, batch in logpack.by_kind(entries).items()
+        (generation_id, run.kind, run.first_seq, run.last_seq, logpack.pack(run.first_seq, run.items))
+        for run in runs
+        if run.items
     ]
 
 
@@ -310,9 +311,7 @@ class SQLiteStore:
 
         await self._quick(_insert)
 
-    async def update_generation(
-        self, record: GenerationRecord, log: list[tuple[str, int, bytes]] | None = None
-    ) -> None:
+    async def update_generation(self, record: GenerationRecord, log: list[LogRun] | None = None) -> None:
         params = final_params(record)
         rows = _log_rows(record.id, log) if log else []
 
@@ -401,11 +400,10 @@ class SQLiteStore:
         result: GenerationRecord | None = await self._quick(_find, write=False)
         return result
 
-    async def append_log(self, generation_id: str, entries: list[tuple[str, int, bytes]]) -> None:
-        if not entries:
+    async def append_log(self, generation_id: str, runs: list[LogRun]) -> None:
+        rows = _log_rows(generation_id, runs)
+        if not rows:
             return
-
-        rows = _log_rows(generation_id, entries)
 
         def _append() -> None:
             self._db().executemany(_INSERT_LOG_BATCH, rows)

@@ -10,7 +10,7 @@ import threading
 import time
 from pathlib import Path
 
-from tidegate.store.base import GenerationRecord
+from tidegate.store.base import LOG_FRAME, LOG_JSON, GenerationRecord, LogRun
 from tidegate.store.sqlite import SQLiteStore
 
 
@@ -126,13 +126,13 @@ async def test_the_last_log_entries_go_with_the_outcome_in_place(tmp_path: Path)
     blocker = loop.run_in_executor(store._executor, busy.wait, 10)  # the store thread is taken
     small = _record("small", idem="small")
     small.status = "completed"
-    await asyncio.wait_for(store.update_generation(small, [("j", 0, b'{"answer": 1}')]), 2)
+    await asyncio.wait_for(store.update_generation(small, [LogRun(LOG_JSON, 0, [b'{"answer": 1}'])]), 2)
     got = await store.get_generation("small")
     assert got is not None and got.status == "completed"
 
     large = _record("large", idem="large")
     large.status = "completed"
-    writing = asyncio.ensure_future(store.update_generation(large, [("f", i, b"x" * 1024) for i in range(100)]))
+    writing = asyncio.ensure_future(store.update_generation(large, [LogRun(LOG_FRAME, 0, [b"x" * 1024] * 100)]))
     await asyncio.sleep(0.1)
     assert not writing.done()  # queued behind the busy store thread
     got = await store.get_generation("large")

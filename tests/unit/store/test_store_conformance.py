@@ -23,6 +23,7 @@ from tidegate.store.base import (
     ApiKey,
     GenerationRecord,
     GenerationStore,
+    LogRun,
     Usage,
     open_store,
 )
@@ -284,10 +285,11 @@ async def test_logs_append_and_read_after_seq(store: GenerationStore) -> None:
     await store.begin_generation(h)
     frames = [b"id: %d\ndata: {}\n\n" % i for i in range(6)]
     binary = b"\x00\xff\xfe\n\r\x80 not utf-8"
-    await store.append_log(g.id, [(LOG_FRAME, i, frames[i]) for i in range(3)] + [(LOG_EVENT, 0, binary)])
-    await store.append_log(g.id, [(LOG_FRAME, i, frames[i]) for i in range(3, 6)] + [(LOG_EVENT, 1, binary)])
+    await store.append_log(g.id, [LogRun(LOG_FRAME, 0, frames[:3]), LogRun(LOG_EVENT, 0, [binary])])
+    await store.append_log(g.id, [LogRun(LOG_FRAME, 3, frames[3:]), LogRun(LOG_EVENT, 1, [binary])])
     await store.append_log(g.id, [])
-    await store.append_log(h.id, [(LOG_FRAME, 0, b"other")])
+    await store.append_log(g.id, [LogRun(LOG_EVENT, 2, [])])  # an empty run writes nothing
+    await store.append_log(h.id, [LogRun(LOG_FRAME, 0, [b"other"])])
 
     assert await store.read_log(g.id, LOG_FRAME) == list(enumerate(frames))
     assert await store.read_log(g.id, LOG_FRAME, -1) == list(enumerate(frames))
@@ -298,18 +300,19 @@ async def test_logs_append_and_read_after_seq(store: GenerationStore) -> None:
     assert await store.read_log(h.id, LOG_FRAME) == [(0, b"other")]
     assert await store.read_log("gen_missing", LOG_FRAME) == []
 
-    await store.append_log(g.id, [(LOG_JSON, 0, b'{"a":1}')])
-    await store.append_log(g.id, [(LOG_JSON, 0, b'{"a":2}')])  # the same seq again replaces it
+    await store.append_log(g.id, [LogRun(LOG_JSON, 0, [b'{"a":1}'])])
+    await store.append_log(g.id, [LogRun(LOG_JSON, 0, [b'{"a":2}'])])  # the same seq again replaces it
     assert await store.read_log(g.id, LOG_JSON) == [(0, b'{"a":2}')]
 
 
 async def test_an_outcome_written_with_the_last_log_entries_carries_both(store: GenerationStore) -> None:
     g = gen(idem="final-log")
     await store.begin_generation(g)
-    await store.append_log(g.id, [(LOG_FRAME, 0, b"id: 0\n\n"), (LOG_EVENT, 0, b"e0")])
+    await store.append_log(g.id, [LogRun(LOG_FRAME, 0, [b"id: 0\n\n"]), LogRun(LOG_EVENT, 0, [b"e0"])])
     big = b"x" * 100_000  # over the size SQLite writes in place: the store thread's path
     done = dataclasses.replace(g, status="completed", finish_reason="stop", output_text="hi")
-    await store.update_generation(done, [(LOG_FRAME, 1, b"id: 1\n\n"), (LOG_EVENT, 1, big), (LOG_JSON, 0, b"{}")])
+    last = [LogRun(LOG_FRAME, 1, [b"id: 1\n\n"]), LogRun(LOG_EVENT, 1, [big]), LogRun(LOG_JSON, 0, [b"{}"])]
+    await store.update_generation(done, last)
     assert await store.get_generation(g.id) == done
     assert await store.read_log(g.id, LOG_FRAME) == [(0, b"id: 0\n\n"), (1, b"id: 1\n\n")]
     assert await store.read_log(g.id, LOG_EVENT) == [(0, b"e0"), (1, big)]
@@ -318,7 +321,7 @@ async def test_an_outcome_written_with_the_last_log_entries_carries_both(store: 
     h = gen(idem="final-log-small")
     await store.begin_generation(h)
     ended = dataclasses.replace(h, status="failed", finish_reason="error")
-    await store.update_generation(ended, [(LOG_JSON, 0, b'{"small":1}')])
+    await store.update_generation(ended, [LogRun(LOG_JSON, 0, [b'{"small":1}'])])
     assert await store.get_generation(h.id) == ended
     assert await store.read_log(h.id, LOG_JSON) == [(0, b'{"small":1}')]
     await store.update_generation(dataclasses.replace(ended, output_text="x"), [])  # no entries: the outcome only
@@ -372,7 +375,7 @@ async def test_prune_forgets_old_keys_and_logs_but_keeps_records(store: Generati
     fresh = gen(idem="fresh", created_at=now - 60)
     for rec in (old_done, old_running, old_plain, fresh):
         await store.begin_generation(rec)
-        await store.append_log(rec.id, [(LOG_FRAME, 0, b"f0"), (LOG_EVENT, 0, b"e0")])
+        await store.append_log(rec.id, [LogRun(LOG_FRAME, 0, [b"f0"]), LogRun(LOG_EVENT, 0, [b"e0"])])
     await store.update_generation(dataclasses.replace(old_done, status="completed"))
     await store.update_generation(dataclasses.replace(old_plain, status="failed"))
 

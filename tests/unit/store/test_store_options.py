@@ -9,7 +9,7 @@ import pytest
 import redis.asyncio as aioredis
 from store_backends import drop_redis_prefix, drop_schema, postgres_url, redis_url, unique_name
 
-from tidegate.store.base import LOG_FRAME, GenerationRecord, open_store
+from tidegate.store.base import LOG_FRAME, GenerationRecord, LogRun, open_store
 from tidegate.store.postgres import PostgresStore
 from tidegate.store.redis import RedisStore
 from tidegate.store.sqlite import SQLiteStore
@@ -51,7 +51,7 @@ async def test_redis_retention_expires_idempotency_keys_and_logs() -> None:
         )
         rec.request_hash = "h"
         assert (await store.begin_generation(rec)).outcome == "created"
-        await store.append_log(rec.id, [(LOG_FRAME, 0, b"x")])
+        await store.append_log(rec.id, [LogRun(LOG_FRAME, 0, [b"x"])])
         for key in (f"{prefix}idem:5:key_a:k", f"{prefix}log:gen_ttl:{LOG_FRAME}", f"{prefix}logkinds:gen_ttl"):
             ttl = await client.pttl(key)
             assert 3_500_000 < ttl <= 3_600_000, key
