@@ -85,13 +85,19 @@ _INSERT_LOG_BATCH = (
 _IN_PLACE_LOG_BYTES = 64 * 1024
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
-# Loop commits between checkpoints on the store thread. A PASSIVE checkpoint copies the WAL into the
-# database (and fsyncs both) without holding writers off, but under steady load it never catches up
-# with the loop's new frames and the WAL would grow without end; a RESTART holds writers off until
-# it is done (the loop's writes queue on the store thread meanwhile), so the next write starts the
-# WAL from its beginning again. Every tenth checkpoint restarts, right after a passive one: it has
-# only the last few frames to copy and hold writers off for.
-_CHECKPOINT_EVERY = 200
+# Checkpoints run on a thread and connection of their own, never on the store thread: a checkpoint
+# copies the WAL into the database and fsyncs both (milliseconds to hundreds of them on a VM's disk),
+# and a log write or a generation's final write queued behind it held that stream's ending up. One
+# starts after about this many WAL pages were written since the last one (SQLite's own
+# auto-checkpoint threshold; a loop commit counts `_PAGES_PER_COMMIT`, a log write its size). A
+# PASSIVE checkpoint never holds writers off, but under steady load it never catches up with the new
+# frames and the WAL would grow without end; a RESTART holds writers off until it is done (the
+# loop's writes queue on the store thread meanwhile), so the next write starts the WAL from its
+# beginning again. Every tenth checkpoint restarts, right after a passive one: it has only the last
+# few frames to copy and hold writers off for.
+_CHECKPOINT_PAGES = 1000
+_PAGES_PER_COMMIT = 5
+_PAGE_BYTES = 4096
 _RESTART_EVERY = 10
 
 
@@ -137,19 +143,22 @@ class SQLiteStore:
     is a write into the page cache, cheaper than a hop to a thread and back. That connection never
     waits for a lock (busy_timeout 0) and never checkpoints: when another writer holds the lock (the
     store thread's log flush, another worker process) the statement runs again on the store thread,
-    whose connection waits for it; checkpoints run on the store thread too. A generation's last log
-    entries go with its outcome, in one transaction, in place up to 64 KiB. The running flushes of
-    log batches, log reads, pruning and recovery always run on the store thread. An in-memory
-    database has one connection, used in place for everything (nothing on it can block).
+    whose connection waits for it. A generation's last log entries go with its outcome, in one
+    transaction, in place up to 64 KiB. The running flushes of log batches, log reads, pruning and
+    recovery always run on the store thread. Checkpoints run on a third connection, on a thread of
+    their own (`_CHECKPOINT_PAGES`). An in-memory database has one connection, used in place for
+    everything (nothing on it can block).
     """
 
     def __init__(self, url: str) -> None:
         self.path = _path_from_url(url)
         self._memory = self.path == ":memory:"
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-sqlite")
+        self._checkpointer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-sqlite-checkpoint")
         self._conn: sqlite3.Connection | None = None  # the store thread's (or, in memory, the only one)
         self._loop_conn: sqlite3.Connection | None = None
-        self._loop_commits = 0
+        self._checkpoint_conn: sqlite3.Connection | None = None
+        self._pages_written = 0  # (estimated) since the last checkpoint started
         self._checkpointing = False
         self._checkpoints = 0
 
@@ -166,7 +175,7 @@ class SQLiteStore:
 
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
-            conn = self._connect(5000, True)
+            conn = self._connect(5000, self._memory)
             conn.executescript(_SCHEMA)
             self._conn = conn
         return self._conn
@@ -186,6 +195,11 @@ class SQLiteStore:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, fn, *args)
 
+    async def _write_log(self, fn: Any, size: int) -> None:
+        """A write of `size` log bytes (and what goes with them) on the store thread."""
+        await self._run(fn)
+        self._written(size // _PAGE_BYTES + _PAGES_PER_COMMIT)
+
     async def _quick(self, fn: Any, write: bool = True) -> Any:
         """`fn(connection)` on the event loop's connection; on the store thread when it is locked."""
         try:
@@ -194,23 +208,32 @@ class SQLiteStore:
             if self._memory or (getattr(exc, "sqlite_errorcode", 0) & 0xFF) not in (_SQLITE_BUSY, _SQLITE_LOCKED):
                 raise
             return await self._run(lambda: fn(self._db()))
-        if write and not self._memory:
-            self._loop_commits += 1
-            if self._loop_commits >= _CHECKPOINT_EVERY and not self._checkpointing:
-                self._loop_commits = 0
-                self._checkpointing = True
-                asyncio.get_running_loop().run_in_executor(self._executor, self._checkpoint)
+        if write:
+            self._written(_PAGES_PER_COMMIT)
         return result
 
+    def _written(self, pages: int) -> None:
+        """Count WAL pages written (on the loop); start a checkpoint when enough have piled up."""
+        if self._memory:
+            return
+        self._pages_written += pages
+        if self._pages_written >= _CHECKPOINT_PAGES and not self._checkpointing:
+            self._pages_written = 0
+            self._checkpointing = True
+            asyncio.get_running_loop().run_in_executor(self._checkpointer, self._checkpoint)
+
     def _checkpoint(self) -> None:
+        """On the checkpoint thread."""
         try:
-            db = self._db()
+            if self._checkpoint_conn is None:
+                self._checkpoint_conn = self._connect(5000, False)
+            db = self._checkpoint_conn
             db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             self._checkpoints += 1
             if self._checkpoints % _RESTART_EVERY == 0:
                 db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
         except sqlite3.Error:
-            pass  # the next one, or the store thread's own autocheckpoint, catches up
+            pass  # the next one catches up
         finally:
             self._checkpointing = False
 
@@ -230,8 +253,16 @@ class SQLiteStore:
                 self._conn.close()
                 self._conn = None
 
+        def _close_checkpoints() -> None:
+            if self._checkpoint_conn is not None:
+                self._checkpoint_conn.close()
+                self._checkpoint_conn = None
+
         await self._run(_close)
         self._executor.shutdown(wait=False)
+        if not self._memory:
+            await asyncio.get_running_loop().run_in_executor(self._checkpointer, _close_checkpoints)
+        self._checkpointer.shutdown(wait=False)
 
     async def ping(self) -> bool:
         def _ping() -> bool:
@@ -325,10 +356,12 @@ class SQLiteStore:
             db.executemany(_INSERT_LOG_BATCH, rows)
             db.execute(_UPDATE_GENERATION, params)
 
-        if sum(len(row[4]) for row in rows) > _IN_PLACE_LOG_BYTES:
-            await self._run(lambda: _update(self._db()))  # a long answer's log: written off the loop
+        size = sum(len(row[4]) for row in rows)
+        if size > _IN_PLACE_LOG_BYTES:
+            await self._write_log(lambda: _update(self._db()), size)  # a long answer's log: off the loop
         else:
             await self._quick(_update)
+            self._written(size // _PAGE_BYTES)
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None:
         result: GenerationRecord | None = await self._quick(lambda db: _get_record(db, generation_id), write=False)
@@ -408,7 +441,7 @@ class SQLiteStore:
         def _append() -> None:
             self._db().executemany(_INSERT_LOG_BATCH, rows)
 
-        await self._run(_append)
+        await self._write_log(_append, sum(len(row[4]) for row in rows))
 
     async def read_log(self, generation_id: str, kind: str, after_seq: int = -1) -> list[tuple[int, bytes]]:
         def _read() -> list[tuple[int, bytes]]:
