@@ -76,7 +76,7 @@ def pair_table(rows: list[Row]) -> str:
     out = [head, "|---|---|---|" + "---:|" * (len(names) + 1) + "---|---|"]
     for r in rows:
         vals = [r.values.get(n) for n in names]
-        rat = f"×{vals[0] / vals[1]:.3f}" if len(vals) == 2 and vals[0] and vals[1] else ""
+        rat = f"×{vals[0] / vals[1]:.3f}" if len(vals) == 2 and vals[0] and vals[1] and r.compare != "none" else ""
         out.append(
             f"| {r.scenario} | {r.variant} | {_metric(r)} | "
             + " | ".join(fmt(v) for v in vals)
