@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -19,36 +20,51 @@ from tidegate.gateway.usage import tokenizer_ready
 from tidegate.store.base import LOG_EVENT, LOG_FRAME, GenerationRecord
 from tidegate.store.sqlite import SQLiteStore
 
-FRAMES = [b"id: %d\ndata: {\"n\":%d}\n\n" % (i, i) for i in range(5)]
+FRAMES = [b'id: %d\ndata: {"n":%d}\n\n' % (i, i) for i in range(5)]
 
 
-async def test_a_failed_flush_is_written_by_the_next_write_ahead_of_what_came_after(tmp_path: Path) -> None:
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SQLiteStore]:
     await tokenizer_ready()
-    path = tmp_path / "t.db"
-    store = SQLiteStore(f"sqlite:///{path}")
+    store = SQLiteStore(f"sqlite:///{tmp_path / 't.db'}")
     await store.open()
+    yield store
+    await store.close()
+
+
+async def _recorder(store: SQLiteStore, gid: str) -> Recorder:
     record = GenerationRecord(
-        id="g-log", key_id="k", model="m", door="chat", created_at=time.time(), idempotency_key="idem",
-        request_hash="h",
+        id=gid, key_id="k", model="m", door="chat", created_at=time.time(), idempotency_key="idem", request_hash="h"
     )
     await store.begin_generation(record)
-    recorder = Recorder(store=store, record=record, messages=[], pricing=None)
+    return Recorder(store=store, record=record, messages=[], pricing=None)
+
+
+def _drop_log_table(store: SQLiteStore) -> None:
+    other = sqlite3.connect(store.path, isolation_level=None)
+    other.execute("DROP TABLE generation_log_batches")
+    other.close()
+
+
+async def _create_log_table(store: SQLiteStore) -> None:
+    again = SQLiteStore(f"sqlite:///{store.path}")  # opening creates the missing table
+    await again.open()
+    await again.close()
+
+
+async def test_a_failed_flush_is_written_by_the_next_write_ahead_of_what_came_after(store: SQLiteStore) -> None:
+    recorder = await _recorder(store, "g-log")
     recorder.log_frames(FRAMES[0] + FRAMES[1])  # two frames in one write: split
     recorder.log_frames(FRAMES[2])  # one frame: kept as it is
     recorder.observe(TextDelta("a"))
     recorder.observe(TextDelta("b"))
     assert recorder.frames == FRAMES[:3]
 
-    other = sqlite3.connect(path, isolation_level=None)
-    other.execute("DROP TABLE generation_log_batches")
-    other.close()
+    _drop_log_table(store)
     with pytest.raises(sqlite3.OperationalError):
         await recorder.flush()
     assert recorder.has_pending
-
-    again = SQLiteStore(f"sqlite:///{path}")  # opening creates the missing table
-    await again.open()
-    await again.close()
+    await _create_log_table(store)
     recorder.log_frames(FRAMES[3] + FRAMES[4])
     recorder.observe(TextDelta("c"))
     recorder.observe(Finished("stop"))
@@ -62,36 +78,21 @@ async def test_a_failed_flush_is_written_by_the_next_write_ahead_of_what_came_af
     assert await store.read_log("g-log", LOG_FRAME, 2) == [(3, FRAMES[3]), (4, FRAMES[4])]
     done = await store.get_generation("g-log")
     assert done is not None and done.status == "completed" and done.output_text == "abc"
-    await store.close()
 
 
-async def test_a_failed_final_write_keeps_the_log_for_a_retry(tmp_path: Path) -> None:
-    await tokenizer_ready()
-    path = tmp_path / "t.db"
-    store = SQLiteStore(f"sqlite:///{path}")
-    await store.open()
-    record = GenerationRecord(
-        id="g-final", key_id="k", model="m", door="chat", created_at=time.time(), idempotency_key="idem",
-        request_hash="h",
-    )
-    await store.begin_generation(record)
-    recorder = Recorder(store=store, record=record, messages=[], pricing=None)
+async def test_a_failed_final_write_keeps_the_log_for_a_retry(store: SQLiteStore) -> None:
+    recorder = await _recorder(store, "g-final")
     recorder.log_frames(FRAMES[0])
     recorder.observe(TextDelta("a"))
     await recorder.flush()
     recorder.log_frames(FRAMES[1])
     recorder.observe(TextDelta("b"))
 
-    other = sqlite3.connect(path, isolation_level=None)
-    other.execute("DROP TABLE generation_log_batches")
-    other.close()
+    _drop_log_table(store)
     with pytest.raises(sqlite3.OperationalError):
         await recorder.finish("completed")
-    again = SQLiteStore(f"sqlite:///{path}")
-    await again.open()
-    await again.close()
+    await _create_log_table(store)
     await recorder.finish("completed")
     # the table was dropped with the first flush's rows in it: what is left is the part after them
     assert await store.read_log("g-final", LOG_FRAME) == [(1, FRAMES[1])]
     assert [seq for seq, _ in await store.read_log("g-final", LOG_EVENT)] == [1]
-    await store.close()
