@@ -374,16 +374,16 @@ class RedisStore:
         return await self.get_generation(gen.decode()) if gen is not None else None
 
     async def append_log(self, generation_id: str, runs: list[LogRun]) -> None:
-        args: list[Any] = [self._k("log", generation_id, ""), self._ttl_ms, generation_id]
+        members: list[Any] = []  # kind, seq, member: per entry
         for run in runs:
             for seq, data in run.entries():
-                args += [run.kind, seq, _SEQ.pack(seq) + data]
-        if len(args) == 3:
+                members += [run.kind, seq, _SEQ.pack(seq) + data]
+        if not members:
             return
         await self._run(
             "append_log",
             [self._k("logkinds", generation_id), self._k("logidx"), self._k("gen", generation_id)],
-            args,
+            [self._k("log", generation_id, ""), self._ttl_ms, generation_id, *members],
         )
 
     async def read_log(self, generation_id: str, kind: str, after_seq: int = -1) -> list[tuple[int, bytes]]:
