@@ -118,13 +118,18 @@ def _immediate(db: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) ->
         raise
 
 
-def _log_rows(generation_id: str, runs: list[LogRun]) -> list[tuple[str, str, int, int, bytes]]:
-    """One packed row per run (`logpack`): (generation id, kind, first seq, last seq, data)."""
-    return [
-        (generation_id, run.kind, run.first_seq, run.last_seq, logpack.pack(run.first_seq, run.items))
-        for run in runs
-        if run.items
-    ]
+def _log_rows(generation_id: str, runs: list[LogRun], deflate: bool) -> list[tuple[str, str, int, int, bytes]]:
+    """One packed row per run (`logpack`), deflated or not: (generation id, kind, first seq, last seq,
+    data)."""
+    rows = []
+    for run in runs:
+        data = logpack.pack(run.first_seq, run.items)
+        rows.append((generation_id, run.kind, run.first_seq, run.last_seq, logpack.deflate(data) if deflate else data))
+    return rows
+
+
+def _stored_bytes(rows: list[tuple[str, str, int, int, bytes]]) -> int:
+    return sum(len(row[4]) for row in rows)
 
 
 def _path_from_url(url: str) -> str:
@@ -195,9 +200,10 @@ class SQLiteStore:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, fn, *args)
 
-    async def _write_log(self, fn: Any, size: int) -> None:
-        """A write of `size` log bytes (and what goes with them) on the store thread."""
-        await self._run(fn)
+    async def _write_log(self, write: Callable[[], int]) -> None:
+        """A log write on the store thread (which packs and deflates it there, off the loop); `write`
+        returns the bytes it stored."""
+        size: int = await self._run(write)
         self._written(size // _PAGE_BYTES + _PAGES_PER_COMMIT)
 
     async def _quick(self, fn: Any, write: bool = True) -> Any:
@@ -344,24 +350,28 @@ class SQLiteStore:
 
     async def update_generation(self, record: GenerationRecord, log: list[LogRun] | None = None) -> None:
         params = final_params(record)
-        rows = _log_rows(record.id, log) if log else []
+        runs = [run for run in log or () if run.items]
 
-        def _update(db: sqlite3.Connection) -> None:
-            if not rows:
+        def _update(db: sqlite3.Connection, deflate: bool) -> int:
+            """The outcome, with the log's rows in the same transaction: the bytes stored."""
+            if not runs:
                 db.execute(_UPDATE_GENERATION, params)
-                return
+                return 0
+            rows = _log_rows(record.id, runs, deflate)
+
+            def _log_and_outcome(db: sqlite3.Connection) -> None:
+                db.executemany(_INSERT_LOG_BATCH, rows)
+                db.execute(_UPDATE_GENERATION, params)
+
             _immediate(db, _log_and_outcome)
+            return _stored_bytes(rows)
 
-        def _log_and_outcome(db: sqlite3.Connection) -> None:
-            db.executemany(_INSERT_LOG_BATCH, rows)
-            db.execute(_UPDATE_GENERATION, params)
-
-        size = sum(len(row[4]) for row in rows)
-        if size > _IN_PLACE_LOG_BYTES:
-            await self._write_log(lambda: _update(self._db()), size)  # a long answer's log: off the loop
+        if sum(len(item) for run in runs for item in run.items) > _IN_PLACE_LOG_BYTES:
+            # a long answer's log: packed, deflated and written on the store thread
+            await self._write_log(lambda: _update(self._db(), not self._memory))
         else:
-            await self._quick(_update)
-            self._written(size // _PAGE_BYTES)
+            stored: int = await self._quick(lambda db: _update(db, False))
+            self._written(stored // _PAGE_BYTES)
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None:
         result: GenerationRecord | None = await self._quick(lambda db: _get_record(db, generation_id), write=False)
@@ -434,14 +444,16 @@ class SQLiteStore:
         return result
 
     async def append_log(self, generation_id: str, runs: list[LogRun]) -> None:
-        rows = _log_rows(generation_id, runs)
-        if not rows:
+        runs = [run for run in runs if run.items]
+        if not runs:
             return
 
-        def _append() -> None:
+        def _append() -> int:
+            rows = _log_rows(generation_id, runs, not self._memory)  # in memory there is no page to save
             self._db().executemany(_INSERT_LOG_BATCH, rows)
+            return _stored_bytes(rows)
 
-        await self._write_log(_append, sum(len(row[4]) for row in rows))
+        await self._write_log(_append)
 
     async def read_log(self, generation_id: str, kind: str, after_seq: int = -1) -> list[tuple[int, bytes]]:
         def _read() -> list[tuple[int, bytes]]:

@@ -44,3 +44,14 @@ def test_logpack_round_trip() -> None:
     items = [b"", b"abc", b"\x00" * 1000]
     assert logpack.unpack(logpack.pack(5, items)) == [(5, b""), (6, b"abc"), (7, b"\x00" * 1000)]
     assert logpack.pack(0, []) == b""
+
+
+def test_logpack_deflates_what_saves_pages_and_reads_both_forms() -> None:
+    frames = [b'id: %d\ndata: {"choices":[{"index":0,"delta":{"content":"w%d"}}]}\n\n' % (i, i) for i in range(500)]
+    packed = logpack.pack(0, frames)
+    deflated = logpack.deflate(packed)
+    assert deflated[:1] == b"\x01" and len(deflated) < len(packed) // 10
+    assert logpack.unpack(deflated) == logpack.unpack(packed) == list(enumerate(frames))
+    small = logpack.pack(3, [b"abc"])
+    assert logpack.deflate(small) == small  # too small to save a page: stored as it is
+    assert small[:1] == b"\x00"  # a packed blob starts with its seq's top byte

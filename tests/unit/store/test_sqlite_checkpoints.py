@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import threading
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 from tidegate.store.base import LOG_FRAME, GenerationRecord, LogRun
 from tidegate.store.sqlite import SQLiteStore
 
-BLOCK = [b"x" * 1024] * 64  # one flush of a fast stream: 64 KiB
+BLOCK = [os.urandom(1024) for _ in range(64)]  # one flush of a fast stream: 64 KiB that does not deflate
 
 
 def _record(gid: str) -> GenerationRecord:
@@ -63,5 +64,5 @@ async def test_log_writes_alone_get_the_wal_checkpointed_and_restarted(tmp_path:
             largest = max(largest, wal.stat().st_size)  # noqa: ASYNC240
     assert largest < 60 * 1024 * 1024, largest  # ~100 MB if nothing restarted it
     assert Path(path).stat().st_size > 50 * 1024 * 1024  # noqa: ASYNC240  (copied into the database)
-    assert await store.read_log("g", LOG_FRAME, 1600 * 64 - 2) == [(1600 * 64 - 1, b"x" * 1024)]
+    assert await store.read_log("g", LOG_FRAME, 1600 * 64 - 2) == [(1600 * 64 - 1, BLOCK[-1])]
     await store.close()

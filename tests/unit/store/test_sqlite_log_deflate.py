@@ -1,0 +1,67 @@
+"""The SQLite store deflates the log blobs its store thread writes (a flush, a long answer's final
+write): a log is mostly the same JSON envelope around a few bytes of text, and every page saved is a
+page the WAL and the checkpoint do not write. Small final writes on the loop stay as they are."""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+import time
+from pathlib import Path
+
+from tidegate.store.base import LOG_EVENT, LOG_FRAME, GenerationRecord, LogRun
+from tidegate.store.sqlite import SQLiteStore
+
+FRAMES = [
+    b'id: %d\ndata: {"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,'
+    b'"delta":{"content":" w%d"},"finish_reason":null}]}\n\n' % (i, i)
+    for i in range(2000)
+]
+
+
+def _stored(path: Path) -> list[tuple[str, int, int, bytes]]:
+    db = sqlite3.connect(path)
+    rows = db.execute(
+        "SELECT kind, first_seq, length(data), substr(data, 1, 1) FROM generation_log_batches ORDER BY kind, first_seq"
+    ).fetchall()
+    db.close()
+    return [(kind, first, size, bytes(head)) for kind, first, size, head in rows]
+
+
+async def test_store_thread_writes_are_deflated_and_read_back_whole(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    store = SQLiteStore(f"sqlite:///{path}")
+    await store.open()
+    record = GenerationRecord(
+        id="g", key_id="k", model="m", door="chat", created_at=time.time(), idempotency_key="i", request_hash="h"
+    )
+    await store.begin_generation(record)
+    await store.append_log("g", [LogRun(LOG_FRAME, 0, FRAMES[:1000]), LogRun(LOG_EVENT, 0, [b'{"t":"text"}'])])
+    done = dataclasses.replace(record, status="completed")
+    await store.update_generation(done, [LogRun(LOG_FRAME, 1000, FRAMES[1000:])])  # > 64 KiB: the store thread
+
+    raw = sum(len(f) + 12 for f in FRAMES[:1000])
+    stored = _stored(path)
+    assert [(kind, first, head) for kind, first, _, head in stored] == [
+        ("e", 0, b"\x00"),  # one small entry: as it is
+        ("f", 0, b"\x01"),
+        ("f", 1000, b"\x01"),
+    ]
+    assert stored[1][2] < raw // 10
+    assert await store.read_log("g", LOG_FRAME) == list(enumerate(FRAMES))
+    assert await store.read_log("g", LOG_FRAME, 1500) == list(enumerate(FRAMES))[1501:]
+    await store.close()
+
+
+async def test_a_small_final_write_on_the_loop_is_stored_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    store = SQLiteStore(f"sqlite:///{path}")
+    await store.open()
+    record = GenerationRecord(
+        id="g", key_id="k", model="m", door="chat", created_at=time.time(), idempotency_key="i", request_hash="h"
+    )
+    await store.begin_generation(record)
+    await store.update_generation(dataclasses.replace(record, status="completed"), [LogRun(LOG_FRAME, 0, FRAMES[:100])])
+    assert [(kind, head) for kind, _, _, head in _stored(path)] == [("f", b"\x00")]
+    assert await store.read_log("g", LOG_FRAME) == list(enumerate(FRAMES[:100]))
+    await store.close()
