@@ -7,7 +7,10 @@ from __future__ import annotations
 import dataclasses
 import sqlite3
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+import pytest
 
 from tidegate.store.base import LOG_EVENT, LOG_FRAME, GenerationRecord, LogRun
 from tidegate.store.sqlite import SQLiteStore
@@ -28,7 +31,12 @@ def _stored(path: Path) -> list[tuple[str, int, int, bytes]]:
     return [(kind, first, size, bytes(head)) for kind, first, size, head in rows]
 
 
-async def test_store_thread_writes_are_deflated_and_read_back_whole(tmp_path: Path) -> None:
+Begun = tuple[SQLiteStore, GenerationRecord, Path]
+
+
+@pytest.fixture
+async def begun(tmp_path: Path) -> AsyncIterator[Begun]:
+    """A file store with one running generation that keeps logs."""
     path = tmp_path / "t.db"
     store = SQLiteStore(f"sqlite:///{path}")
     await store.open()
@@ -36,6 +44,12 @@ async def test_store_thread_writes_are_deflated_and_read_back_whole(tmp_path: Pa
         id="g", key_id="k", model="m", door="chat", created_at=time.time(), idempotency_key="i", request_hash="h"
     )
     await store.begin_generation(record)
+    yield store, record, path
+    await store.close()
+
+
+async def test_store_thread_writes_are_deflated_and_read_back_whole(begun: Begun) -> None:
+    store, record, path = begun
     await store.append_log("g", [LogRun(LOG_FRAME, 0, FRAMES[:1000]), LogRun(LOG_EVENT, 0, [b'{"t":"text"}'])])
     done = dataclasses.replace(record, status="completed")
     await store.update_generation(done, [LogRun(LOG_FRAME, 1000, FRAMES[1000:])])  # > 64 KiB: the store thread
@@ -50,18 +64,10 @@ async def test_store_thread_writes_are_deflated_and_read_back_whole(tmp_path: Pa
     assert stored[1][2] < raw // 10
     assert await store.read_log("g", LOG_FRAME) == list(enumerate(FRAMES))
     assert await store.read_log("g", LOG_FRAME, 1500) == list(enumerate(FRAMES))[1501:]
-    await store.close()
 
 
-async def test_a_small_final_write_on_the_loop_is_stored_as_it_is(tmp_path: Path) -> None:
-    path = tmp_path / "t.db"
-    store = SQLiteStore(f"sqlite:///{path}")
-    await store.open()
-    record = GenerationRecord(
-        id="g", key_id="k", model="m", door="chat", created_at=time.time(), idempotency_key="i", request_hash="h"
-    )
-    await store.begin_generation(record)
+async def test_a_small_final_write_on_the_loop_is_stored_as_it_is(begun: Begun) -> None:
+    store, record, path = begun
     await store.update_generation(dataclasses.replace(record, status="completed"), [LogRun(LOG_FRAME, 0, FRAMES[:100])])
     assert [(kind, head) for kind, _, _, head in _stored(path)] == [("f", b"\x00")]
     assert await store.read_log("g", LOG_FRAME) == list(enumerate(FRAMES[:100]))
-    await store.close()
