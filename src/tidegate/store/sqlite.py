@@ -158,6 +158,7 @@ class SQLiteStore:
     def __init__(self, url: str) -> None:
         self.path = _path_from_url(url)
         self._memory = self.path == ":memory:"
+        self._deflate_logs = not self._memory  # what the store thread writes (in memory: no page to save)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-sqlite")
         self._checkpointer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-sqlite-checkpoint")
         self._conn: sqlite3.Connection | None = None  # the store thread's (or, in memory, the only one)
@@ -368,7 +369,7 @@ class SQLiteStore:
 
         if sum(len(item) for run in runs for item in run.items) > _IN_PLACE_LOG_BYTES:
             # a long answer's log: packed, deflated and written on the store thread
-            await self._write_log(lambda: _update(self._db(), not self._memory))
+            await self._write_log(lambda: _update(self._db(), self._deflate_logs))
         else:
             stored: int = await self._quick(lambda db: _update(db, False))
             self._written(stored // _PAGE_BYTES)
@@ -449,7 +450,7 @@ class SQLiteStore:
             return
 
         def _append() -> int:
-            rows = _log_rows(generation_id, runs, not self._memory)  # in memory there is no page to save
+            rows = _log_rows(generation_id, runs, self._deflate_logs)
             self._db().executemany(_INSERT_LOG_BATCH, rows)
             return _stored_bytes(rows)
 
