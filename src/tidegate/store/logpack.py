@@ -8,21 +8,23 @@ from __future__ import annotations
 import struct
 import zlib
 
-_HEAD = struct.Struct(">qI")  # seq, length
-# A packed blob starts with its first entry's seq, big-endian: its first byte is 0 for any seq below
-# 2**56. A deflated blob starts with this byte instead.
-_DEFLATED = b"\x01"
+# A blob is one run of entries `first_seq`, `first_seq + 1`, ...: a marker byte, the first seq and
+# the count, every entry's length, then the entries' bytes back to back (no per-entry header to build:
+# a stream's frame log packs at ~0.1 µs per frame, against ~0.45 for a head per entry).
+_RUN = b"\x02"
+_RUN_HEAD = struct.Struct(">qI")  # first seq, count
+# Older blobs hold a (seq, length) head before each entry. Their seq is big-endian, so their first
+# byte is 0 for any seq below 2**56; `unpack` still reads them.
+_ENTRY_HEAD = struct.Struct(">qI")
+_DEFLATED = b"\x01"  # a deflated blob of either kind
 _DEFLATE_FROM = 8 * 1024  # smaller blobs would save no page
 
 
 def pack(first_seq: int, items: list[bytes]) -> bytes:
-    """Entries `first_seq`, `first_seq + 1`, ...: each a (seq, length) head and its bytes."""
-    head = _HEAD.pack
-    parts: list[bytes] = []
-    add = parts.append
-    for seq, data in enumerate(items, first_seq):
-        add(head(seq, len(data)))
-        add(data)
+    """Entries `first_seq`, `first_seq + 1`, ... as one blob."""
+    count = len(items)
+    parts = [_RUN, _RUN_HEAD.pack(first_seq, count), struct.pack(f">{count}I", *map(len, items))]
+    parts += items
     return b"".join(parts)
 
 
@@ -35,13 +37,28 @@ def deflate(blob: bytes) -> bytes:
 
 
 def unpack(blob: bytes) -> list[tuple[int, bytes]]:
+    """Every (seq, bytes) entry of a blob, whichever way it was written."""
     if blob[:1] == _DEFLATED:
         blob = zlib.decompress(blob[1:])
+    if blob[:1] == _RUN:
+        return _unpack_run(blob)
     out: list[tuple[int, bytes]] = []
     pos, end = 0, len(blob)
     while pos < end:
-        seq, size = _HEAD.unpack_from(blob, pos)
-        pos += _HEAD.size
+        seq, size = _ENTRY_HEAD.unpack_from(blob, pos)
+        pos += _ENTRY_HEAD.size
+        out.append((seq, blob[pos : pos + size]))
+        pos += size
+    return out
+
+
+def _unpack_run(blob: bytes) -> list[tuple[int, bytes]]:
+    first_seq, count = _RUN_HEAD.unpack_from(blob, 1)
+    pos = 1 + _RUN_HEAD.size
+    sizes: tuple[int, ...] = struct.unpack_from(f">{count}I", blob, pos)
+    pos += 4 * count
+    out: list[tuple[int, bytes]] = []
+    for seq, size in enumerate(sizes, first_seq):
         out.append((seq, blob[pos : pos + size]))
         pos += size
     return out

@@ -43,7 +43,23 @@ def test_every_event_round_trips(event: Event) -> None:
 def test_logpack_round_trip() -> None:
     items = [b"", b"abc", b"\x00" * 1000]
     assert logpack.unpack(logpack.pack(5, items)) == [(5, b""), (6, b"abc"), (7, b"\x00" * 1000)]
-    assert logpack.pack(0, []) == b""
+    assert logpack.unpack(logpack.pack(0, [])) == []
+
+
+def test_logpack_writes_one_run_head_and_every_length_before_the_bytes() -> None:
+    blob = logpack.pack(5, [b"ab", b"c"])
+    head = b"\x02" + (5).to_bytes(8, "big") + (2).to_bytes(4, "big")
+    assert blob == head + (2).to_bytes(4, "big") + (1).to_bytes(4, "big") + b"abc"
+
+
+def test_logpack_reads_blobs_written_with_a_head_per_entry() -> None:
+    """The layout before runs (stop 20 and earlier): a big-endian (seq, length) head per entry."""
+    frames = [b'data: {"choices":[{"delta":{"content":"w%d"}}]}\n\n' % i for i in range(300)]
+    older = b"".join(seq.to_bytes(8, "big") + len(f).to_bytes(4, "big") + f for seq, f in enumerate(frames, 7))
+    assert older[:1] == b"\x00"
+    assert logpack.unpack(older) == list(enumerate(frames, 7))
+    deflated = logpack.deflate(older)
+    assert deflated[:1] == b"\x01" and logpack.unpack(deflated) == list(enumerate(frames, 7))
 
 
 def test_logpack_deflates_what_saves_pages_and_reads_both_forms() -> None:
@@ -54,4 +70,4 @@ def test_logpack_deflates_what_saves_pages_and_reads_both_forms() -> None:
     assert logpack.unpack(deflated) == logpack.unpack(packed) == list(enumerate(frames))
     small = logpack.pack(3, [b"abc"])
     assert logpack.deflate(small) == small  # too small to save a page: stored as it is
-    assert small[:1] == b"\x00"  # a packed blob starts with its seq's top byte
+    assert small[:1] == b"\x02"  # a run's marker: never the 0 of an older blob's seq, nor the deflated mark

@@ -54,10 +54,10 @@ async def test_store_thread_writes_are_deflated_and_read_back_whole(begun: Begun
     done = dataclasses.replace(record, status="completed")
     await store.update_generation(done, [LogRun(LOG_FRAME, 1000, FRAMES[1000:])])  # > 64 KiB: the store thread
 
-    raw = sum(len(f) + 12 for f in FRAMES[:1000])
+    raw = sum(len(f) + 4 for f in FRAMES[:1000])
     stored = _stored(path)
     assert [(kind, first, head) for kind, first, _, head in stored] == [
-        ("e", 0, b"\x00"),  # one small entry: as it is
+        ("e", 0, b"\x02"),  # one small run: as it is
         ("f", 0, b"\x01"),
         ("f", 1000, b"\x01"),
     ]
@@ -69,5 +69,5 @@ async def test_store_thread_writes_are_deflated_and_read_back_whole(begun: Begun
 async def test_a_small_final_write_on_the_loop_is_stored_as_it_is(begun: Begun) -> None:
     store, record, path = begun
     await store.update_generation(dataclasses.replace(record, status="completed"), [LogRun(LOG_FRAME, 0, FRAMES[:100])])
-    assert [(kind, head) for kind, _, _, head in _stored(path)] == [("f", b"\x00")]
+    assert [(kind, head) for kind, _, _, head in _stored(path)] == [("f", b"\x02")]
     assert await store.read_log("g", LOG_FRAME) == list(enumerate(FRAMES[:100]))
