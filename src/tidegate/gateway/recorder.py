@@ -4,13 +4,18 @@ It keeps two logs per generation: the door's wire frames (index = SSE `id`, for 
 replay) and the canonical events (for replay in the native format). Both are flushed off the hot path
 by one owned task at least every 250 ms; `finish` writes the rest with the terminal state (one store
 write), after any batch the flusher has in flight.
+
+The event log keeps what was said, not how the upstream chunked it: a run of text deltas (or of one
+reasoning block's readable deltas) is logged as one event when it is flushed. Encoding an event cost
+more than the rest of a keyed chunk's log together, and nothing reads the event log per chunk (the
+frame log serves resume, byte for byte).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import metrics
@@ -50,6 +55,8 @@ class Recorder:
     _frames_flushed: int = 0  # frames before this index are in the store (or in a write on its way)
     _events: list[bytes] = field(default_factory=list)  # encoded events not yet handed to the store
     _events_flushed: int = 0  # the seq of `_events[0]`
+    _run_head: TextDelta | ReasoningDelta | None = None  # the first delta of a run not yet encoded
+    _run_texts: list[str] = field(default_factory=list)  # the run's texts, the head's included
     _json: bytes | None = None
     _flusher: LogFlusher | None = None
     _flushing: asyncio.Future[None] | None = None  # the flusher's batch being written
@@ -64,10 +71,25 @@ class Recorder:
 
     @property
     def has_pending(self) -> bool:
-        return len(self.frames) > self._frames_flushed or bool(self._events) or self._json is not None
+        return (
+            len(self.frames) > self._frames_flushed
+            or bool(self._events)
+            or self._run_head is not None
+            or self._json is not None
+        )
+
+    def _end_text_run(self) -> None:
+        """The pending run of deltas becomes one logged event: its head with all the run's text."""
+        head = self._run_head
+        if head is not None:
+            texts = self._run_texts
+            self._events.append(encode_event(head if len(texts) == 1 else replace(head, text="".join(texts))))
+            self._run_head = None
+            self._run_texts = []
 
     def _take_log(self) -> list[LogRun]:
         """What the store does not have yet, one run per kind (`_restore_log` puts it back)."""
+        self._end_text_run()
         runs: list[LogRun] = []
         frames, start = self.frames, self._frames_flushed
         if len(frames) > start:
@@ -141,7 +163,7 @@ class Recorder:
         if isinstance(event, RawFrame):  # the upstream's own bytes: what it carries comes as events too
             return
         if self.record.idempotency_key is not None:  # keeps_logs, without a property call per event
-            self._events.append(encode_event(event))
+            self._log_event(event)
         if isinstance(event, TextDelta):
             if self._first_token_at is None:
                 self._mark_first_token()
@@ -160,6 +182,26 @@ class Recorder:
         elif isinstance(event, Started):
             self.record.provider = event.provider
             self.record.served_model = event.served_model
+
+    def _log_event(self, event: Event) -> None:
+        """Into the event log: a text delta, or a readable reasoning delta of the same block, joins
+        the run it continues; any other event ends the run and is encoded as it comes."""
+        head = self._run_head
+        if isinstance(event, TextDelta):
+            if isinstance(head, TextDelta):
+                self._run_texts.append(event.text)
+                return
+        elif isinstance(event, ReasoningDelta) and event.signature is None and event.data is None:
+            if isinstance(head, ReasoningDelta) and head.kind == event.kind and head.index == event.index:
+                self._run_texts.append(event.text)
+                return
+        else:
+            self._end_text_run()
+            self._events.append(encode_event(event))
+            return
+        self._end_text_run()
+        self._run_head = event
+        self._run_texts = [event.text]
 
     def _mark_first_token(self) -> None:
         if self._first_token_at is None:

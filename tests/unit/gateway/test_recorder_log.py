@@ -1,4 +1,5 @@
-"""The recorder's log runs: frames numbered as written, a failed write kept for the next one, in order.
+"""The recorder's log runs: frames numbered as written, a failed write kept for the next one, in order;
+a run of deltas logged as one event.
 
 On a real SQLite file whose log table is dropped under the store (a write that fails in the database,
 not in a test double) and created again by a second store opened on the same file.
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tidegate.events import Finished, TextDelta
+from tidegate.events import Finished, ReasoningDelta, Started, TextDelta, ToolCallDelta
 from tidegate.gateway.eventlog import decode_event
 from tidegate.gateway.recorder import Recorder
 from tidegate.gateway.usage import tokenizer_ready
@@ -74,7 +75,8 @@ async def test_a_failed_flush_is_written_by_the_next_write_ahead_of_what_came_af
 
     assert await store.read_log("g-log", LOG_FRAME) == list(enumerate(FRAMES))
     events = [(seq, decode_event(data)) for seq, data in await store.read_log("g-log", LOG_EVENT)]
-    assert events == [(0, TextDelta("a")), (1, TextDelta("b")), (2, TextDelta("c")), (3, Finished("stop"))]
+    # "a" and "b" were one run when the failed flush took them; "c" came after
+    assert events == [(0, TextDelta("ab")), (1, TextDelta("c")), (2, Finished("stop"))]
     assert await store.read_log("g-log", LOG_FRAME, 2) == [(3, FRAMES[3]), (4, FRAMES[4])]
     done = await store.get_generation("g-log")
     assert done is not None and done.status == "completed" and done.output_text == "abc"
@@ -96,3 +98,49 @@ async def test_a_failed_final_write_keeps_the_log_for_a_retry(store: SQLiteStore
     # the table was dropped with the first flush's rows in it: what is left is the part after them
     assert await store.read_log("g-final", LOG_FRAME) == [(1, FRAMES[1])]
     assert [seq for seq, _ in await store.read_log("g-final", LOG_EVENT)] == [1]
+
+
+async def test_the_event_log_keeps_a_run_of_deltas_as_one_event(store: SQLiteStore) -> None:
+    """Text deltas in a row, and readable reasoning deltas of one block and kind, are logged as one
+    event; a signature, encrypted reasoning, tool-call fragments and every other event stay as they
+    came, and a flush ends the run it finds."""
+    recorder = await _recorder(store, "g-runs")
+    observed = [
+        Started("p", "served"),
+        TextDelta("Hel"),
+        TextDelta("lo"),
+        ReasoningDelta("th"),
+        ReasoningDelta("ink"),
+        ReasoningDelta("", signature="sig=="),
+        ReasoningDelta("so", "summary"),
+        ReasoningDelta("on", "summary"),
+        ReasoningDelta("next", index=1),
+        ReasoningDelta("", "encrypted", None, "opaque"),
+        ToolCallDelta(0, '{"q":', "call_1", "lookup"),
+        ToolCallDelta(0, "1}"),
+        TextDelta(" wor"),
+    ]
+    for event in observed:
+        recorder.observe(event)
+    await recorder.flush()
+    recorder.observe(TextDelta("ld"))
+    recorder.observe(Finished("stop"))
+    await recorder.finish("completed")
+
+    events = [decode_event(data) for _, data in await store.read_log("g-runs", LOG_EVENT)]
+    assert events == [
+        Started("p", "served"),
+        TextDelta("Hello"),
+        ReasoningDelta("think"),
+        ReasoningDelta("", signature="sig=="),
+        ReasoningDelta("soon", "summary"),
+        ReasoningDelta("next", index=1),
+        ReasoningDelta("", "encrypted", None, "opaque"),
+        ToolCallDelta(0, '{"q":', "call_1", "lookup"),
+        ToolCallDelta(0, "1}"),
+        TextDelta(" wor"),  # the flush ended this run
+        TextDelta("ld"),
+        Finished("stop"),
+    ]
+    done = await store.get_generation("g-runs")
+    assert done is not None and done.output_text == "Hello world"
