@@ -56,7 +56,7 @@ class Recorder:
     _events: list[bytes] = field(default_factory=list)  # encoded events not yet handed to the store
     _events_flushed: int = 0  # the seq of `_events[0]`
     _run_head: TextDelta | ReasoningDelta | None = None  # the first delta of a run not yet encoded
-    _run_texts: list[str] = field(default_factory=list)  # the run's texts, the head's included
+    _run_from: int = 0  # where the run's texts start in `text` (or in `reasoning`)
     _json: bytes | None = None
     _flusher: LogFlusher | None = None
     _flushing: asyncio.Future[None] | None = None  # the flusher's batch being written
@@ -82,10 +82,16 @@ class Recorder:
         """The pending run of deltas becomes one logged event: its head with all the run's text."""
         head = self._run_head
         if head is not None:
-            texts = self._run_texts
-            self._events.append(encode_event(head if len(texts) == 1 else replace(head, text="".join(texts))))
+            texts = self.text if isinstance(head, TextDelta) else self.reasoning
+            start = self._run_from
+            merged = head if len(texts) == start + 1 else replace(head, text="".join(texts[start:]))
+            self._events.append(encode_event(merged))
             self._run_head = None
-            self._run_texts = []
+
+    def _start_run(self, head: TextDelta | ReasoningDelta, start: int) -> None:
+        self._end_text_run()
+        self._run_head = head
+        self._run_from = start
 
     def _take_log(self) -> list[LogRun]:
         """What the store does not have yet, one run per kind (`_restore_log` puts it back)."""
@@ -144,6 +150,11 @@ class Recorder:
             self.frames += [part + b"\n\n" for part in data.split(b"\n\n") if part]
         self._notify()
 
+    def log_frame(self, frame: bytes) -> None:
+        """Record one complete wire frame (a writer that renders one frame per event)."""
+        self.frames.append(frame)
+        self._notify()
+
     def log_json(self, body: bytes) -> None:
         if self.keeps_logs:
             self._json = body
@@ -160,15 +171,18 @@ class Recorder:
             await self._changed.wait()
 
     def observe(self, event: Event) -> None:
-        if isinstance(event, RawFrame):  # the upstream's own bytes: what it carries comes as events too
-            return
-        if self.record.idempotency_key is not None:  # keeps_logs, without a property call per event
-            self._log_event(event)
-        if isinstance(event, TextDelta):
+        if isinstance(event, TextDelta):  # first: most events are
+            if self.record.idempotency_key is not None and type(self._run_head) is not TextDelta:
+                self._start_run(event, len(self.text))  # (keeps_logs, without a property call per event)
             if self._first_token_at is None:
                 self._mark_first_token()
             self.text.append(event.text)
-        elif isinstance(event, ReasoningDelta):
+            return
+        if isinstance(event, RawFrame):  # the upstream's own bytes: what it carries comes as events too
+            return
+        if self.record.idempotency_key is not None:
+            self._log_event(event)
+        if isinstance(event, ReasoningDelta):
             self._mark_first_token()
             if event.kind != "encrypted":
                 self.reasoning.append(event.text)
@@ -184,24 +198,21 @@ class Recorder:
             self.record.served_model = event.served_model
 
     def _log_event(self, event: Event) -> None:
-        """Into the event log: a text delta, or a readable reasoning delta of the same block, joins
-        the run it continues; any other event ends the run and is encoded as it comes."""
-        head = self._run_head
-        if isinstance(event, TextDelta):
-            if isinstance(head, TextDelta):
-                self._run_texts.append(event.text)
-                return
-        elif isinstance(event, ReasoningDelta) and event.signature is None and event.data is None:
-            if isinstance(head, ReasoningDelta) and head.kind == event.kind and head.index == event.index:
-                self._run_texts.append(event.text)
-                return
-        else:
-            self._end_text_run()
-            self._events.append(encode_event(event))
+        """Into the event log (text deltas join their run in `observe`): a readable reasoning delta
+        of the same block and kind joins the run it continues; any other event ends the run and is
+        encoded as it comes."""
+        if (
+            isinstance(event, ReasoningDelta)
+            and event.kind != "encrypted"  # (`reasoning` holds the texts of the other kinds)
+            and event.signature is None
+            and event.data is None
+        ):
+            head = self._run_head
+            if not (isinstance(head, ReasoningDelta) and head.kind == event.kind and head.index == event.index):
+                self._start_run(event, len(self.reasoning))
             return
         self._end_text_run()
-        self._run_head = event
-        self._run_texts = [event.text]
+        self._events.append(encode_event(event))
 
     def _mark_first_token(self) -> None:
         if self._first_token_at is None:
