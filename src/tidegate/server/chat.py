@@ -19,6 +19,7 @@ from .state import AppState
 
 class _ChatStream:
     event: Callable[[Event], bytes]  # the renderer's own method: no wrapper call per event
+    one_frame_per_event = True  # every chunk is one frame (ChatStreamRenderer.render)
 
     def __init__(self, gen: Generation) -> None:
         self.gen = gen

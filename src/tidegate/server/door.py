@@ -30,6 +30,10 @@ from .state import AppState
 
 
 class StreamWriter(Protocol):
+    # True when `event` never returns more than one frame: the frame log then takes its output as it
+    # is, without looking for frame boundaries (a search that cost ~0.3 µs per chunk)
+    one_frame_per_event: bool
+
     def begin(self, committed: Committed) -> bytes:
         """Frames written right after the headers (may be empty)."""
         ...
@@ -128,7 +132,9 @@ async def drive_stream(
     failure: Failed | None = None
     # bound once, used per event; a generation that keeps no logs skips the frame log's call
     observe, render = gen.recorder.observe, writer.event
-    log_frames = gen.recorder.log_frames if gen.recorder.keeps_logs else None
+    log_frames = None
+    if gen.recorder.keeps_logs:
+        log_frames = gen.recorder.log_frame if writer.one_frame_per_event else gen.recorder.log_frames
     relay = gen.relay
 
     def frames_of(batch: list[Event]) -> tuple[bytes, Failed | None]:

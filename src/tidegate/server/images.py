@@ -44,6 +44,8 @@ def _no_image(gen: Generation) -> Failed:
 class _OpenAIImageStream:
     """`image_generation.partial_image` events, then `image_generation.completed` (or `error`)."""
 
+    one_frame_per_event = False
+
     def __init__(self, gen: Generation, image: ImageRequest) -> None:
         self.gen = gen
         self.final: Image | None = None
@@ -79,6 +81,8 @@ class _OpenAIImageStream:
 
 class _NativeImageStream:
     """`start`, `progress` (tidegate's own on every keep-alive tick), `partial`, then `done` or `error`."""
+
+    one_frame_per_event = False
 
     def __init__(self, gen: Generation, image: ImageRequest) -> None:
         self.gen = gen

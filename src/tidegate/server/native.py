@@ -39,6 +39,8 @@ def _result(gen: Generation, events: list[Event]) -> dict[str, Any]:
 
 
 class _NativeStream:
+    one_frame_per_event = False
+
     def __init__(self, gen: Generation) -> None:
         self.gen = gen
         self.events: list[Event] = []

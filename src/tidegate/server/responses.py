@@ -16,6 +16,8 @@ from .state import AppState
 
 
 class _ResponsesStream:
+    one_frame_per_event = False
+
     def __init__(self, gen: Generation, parsed: ResponsesRequest) -> None:
         self.gen = gen
         self.renderer = ResponsesStreamRenderer(
