@@ -1,0 +1,106 @@
+"""A/B of tidegate source trees: the same unpaced streams against each, alternating, many short runs.
+
+    git worktree add /tmp/before <commit>
+    .venv/bin/python bench/ab.py before=/tmp/before/src after=src                     # keyed, memory store
+    .venv/bin/python bench/ab.py old=/tmp/before/src:keyed:file new=src:keyed:file new-keyless=src:keyless
+
+Each variant is NAME=SRC[:keyed|keyless][:memory|file]: a tidegate whose `tidegate` package comes from
+SRC (put first on PYTHONPATH), sent streams with a fresh Idempotency-Key each (keyed, the default) or
+none, on a SQLite store in memory (default) or on a file. All variants run at once, idle but for the
+one under load; every alternation runs each once, the order reversed every other time. Pinned as
+`bench/run.py` pins: the gateways on CPU 0, the emulator and the load generator on CPU 1. Prints each
+run, then the medians: CPU per chunk (the gateway's, from /proc) and chunks/s. Made for judging a
+change on this shared VM, where the hour moves figures more than most changes do (bench/README.md,
+"Comparing two commits"); the numbers are not the bench's table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gateways as gw
+
+
+@dataclass
+class Variant:
+    name: str
+    src: str
+    keyed: bool
+    memory: bool
+    runs: list[tuple[float, float]] = field(default_factory=list)  # (CPU µs per chunk, chunks/s)
+
+
+def parse_variant(spec: str) -> Variant:
+    name, sep, rest = spec.partition("=")
+    if not sep or not name or not rest:
+        raise argparse.ArgumentTypeError(f"expected NAME=SRC[:keyed|keyless][:memory|file], got {spec!r}")
+    src, *options = rest.split(":")
+    unknown = set(options) - {"keyed", "keyless", "memory", "file"}
+    if unknown:
+        raise argparse.ArgumentTypeError(f"{spec!r}: unknown option(s) {', '.join(sorted(unknown))}")
+    if not (Path(src) / "tidegate").is_dir():
+        raise argparse.ArgumentTypeError(f"{spec!r}: {src} holds no tidegate package")
+    return Variant(name, str(Path(src).resolve()), "keyless" not in options, "file" not in options)
+
+
+def load_args(service: gw.Service, variant: Variant, args: argparse.Namespace) -> list[str]:
+    out = ["--url", service.url, "--api", "openai", "--model", args.shape, "--key", service.key]
+    out += ["--mode", "stream", "--concurrency", str(args.concurrency), "--requests", str(args.requests)]
+    out += ["--timeout", "300", "--watch", f"gw={service.pid}"]
+    return out + (["--idempotency-keys"] if variant.keyed else [])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("variants", nargs="+", type=parse_variant, metavar="NAME=SRC[:keyed|keyless][:memory|file]")
+    ap.add_argument("--alternations", type=int, default=8)
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--requests", type=int, default=128, help="streams per run")
+    ap.add_argument("--shape", default="bench-2000x0", help="the emulator's model: chunks x delay_ms")
+    args = ap.parse_args()
+    gw_cores, load_cores = ("0", "1") if (os.cpu_count() or 1) >= 2 else (None, None)
+    workdir = Path(tempfile.mkdtemp(prefix="tidegate-ab-"))
+    emulator = gw.start_emulator(workdir, load_cores)
+    services: dict[str, gw.Service] = {}
+    try:
+        for v in args.variants:
+            os.environ["PYTHONPATH"] = v.src
+            try:
+                services[v.name] = gw.start_tidegate(
+                    workdir, f"ab-{v.name}", emulator.url, [args.shape], gw_cores, memory_store=v.memory
+                )
+            finally:
+                del os.environ["PYTHONPATH"]
+        for i in range(args.alternations):
+            for v in args.variants if i % 2 == 0 else args.variants[::-1]:
+                out: dict[str, Any] = gw.run_load(load_args(services[v.name], v, args), load_cores, 400)
+                if "error" in out or out.get("error_count"):
+                    print(f"{v.name}: {out.get('error') or out.get('errors')}", file=sys.stderr)
+                    return 1
+                cpu = out["watch"]["gw"]["cpu_s"] * 1e6 / out["content_total"]
+                v.runs.append((cpu, float(out["content_per_s"])))
+                print(f"{i} {v.name:12s} CPU per chunk {cpu:6.2f} µs  chunks/s {v.runs[-1][1]:9,.0f}", flush=True)
+        print("medians:")
+        for v in args.variants:
+            cpu = statistics.median(c for c, _ in v.runs)
+            rate = statistics.median(r for _, r in v.runs)
+            kind = f"{'keyed' if v.keyed else 'keyless'}, {'memory' if v.memory else 'file'}"
+            print(f"  {v.name:12s} CPU per chunk {cpu:6.2f} µs  chunks/s {rate:9,.0f}  ({kind}, {v.src})")
+    finally:
+        for service in services.values():
+            service.stop()
+        emulator.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
