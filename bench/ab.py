@@ -4,9 +4,11 @@
     .venv/bin/python bench/ab.py before=/tmp/before/src after=src                     # keyed, memory store
     .venv/bin/python bench/ab.py old=/tmp/before/src:keyed:file new=src:keyed:file new-keyless=src:keyless
 
-Each variant is NAME=SRC[:keyed|keyless][:memory|file]: a tidegate whose `tidegate` package comes from
-SRC (put first on PYTHONPATH), sent streams with a fresh Idempotency-Key each (keyed, the default) or
-none, on a SQLite store in memory (default) or on a file. All variants run at once, idle but for the
+Each variant is NAME=SRC[:keyed|keyless][:STORE]: a tidegate whose `tidegate` package comes from SRC
+(put first on PYTHONPATH), sent streams with a fresh Idempotency-Key each (keyed, the default) or
+none. STORE: `memory` (SQLite in memory, the default), `file` (a SQLite file), `postgres` (the local
+server's `test` database, a schema of the variant's own, emptied first) or `redis` (the local server,
+a key prefix of the variant's own, emptied first). All variants run at once, idle but for the
 one under load; every alternation runs each once, the order reversed every other time. Pinned as
 `bench/run.py` pins: the gateways on CPU 0, the emulator and the load generator on CPU 1. Prints each
 run, then the medians: CPU per chunk (the gateway's, from /proc) and chunks/s. Made for judging a
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -29,27 +32,51 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gateways as gw
 
+STORES = ("memory", "file", "postgres", "redis")
+
 
 @dataclass
 class Variant:
     name: str
     src: str
     keyed: bool
-    memory: bool
+    store: str
     runs: list[tuple[float, float]] = field(default_factory=list)  # (CPU µs per chunk, chunks/s)
 
 
 def parse_variant(spec: str) -> Variant:
     name, sep, rest = spec.partition("=")
     if not sep or not name or not rest:
-        raise argparse.ArgumentTypeError(f"expected NAME=SRC[:keyed|keyless][:memory|file], got {spec!r}")
+        raise argparse.ArgumentTypeError(f"expected NAME=SRC[:keyed|keyless][:STORE], got {spec!r}")
     src, *options = rest.split(":")
-    unknown = set(options) - {"keyed", "keyless", "memory", "file"}
+    unknown = set(options) - {"keyed", "keyless", *STORES}
     if unknown:
         raise argparse.ArgumentTypeError(f"{spec!r}: unknown option(s) {', '.join(sorted(unknown))}")
     if not (Path(src) / "tidegate").is_dir():
         raise argparse.ArgumentTypeError(f"{spec!r}: {src} holds no tidegate package")
-    return Variant(name, str(Path(src).resolve()), "keyless" not in options, "file" not in options)
+    store = next((o for o in options if o in STORES), "memory")
+    return Variant(name, str(Path(src).resolve()), "keyless" not in options, store)
+
+
+def store_url(variant: Variant, workdir: Path) -> str:
+    """The variant's store, emptied (PostgreSQL and Redis keep what earlier runs wrote)."""
+    tag = "".join(c if c.isalnum() else "_" for c in variant.name)
+    if variant.store == "postgres":
+        subprocess.run(
+            ["psql", "-h", "127.0.0.1", "-d", "test", "-qc", f"DROP SCHEMA IF EXISTS ab_{tag} CASCADE"], check=True
+        )
+        return f"postgresql://127.0.0.1:5432/test?schema=ab_{tag}"
+    if variant.store == "redis":
+        script = "for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end"
+        subprocess.run(
+            ["redis-cli", "-h", "127.0.0.1", "EVAL", script, "0", f"tidegate-ab-{tag}:*"],
+            check=True,
+            capture_output=True,
+        )
+        return f"redis://127.0.0.1:6379/0?prefix=tidegate-ab-{tag}:"
+    if variant.store == "file":
+        return f"sqlite:///{workdir / f'ab-{tag}.db'}"
+    return "sqlite:///:memory:"
 
 
 def load_args(service: gw.Service, variant: Variant, args: argparse.Namespace) -> list[str]:
@@ -61,7 +88,7 @@ def load_args(service: gw.Service, variant: Variant, args: argparse.Namespace) -
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("variants", nargs="+", type=parse_variant, metavar="NAME=SRC[:keyed|keyless][:memory|file]")
+    ap.add_argument("variants", nargs="+", type=parse_variant, metavar="NAME=SRC[:keyed|keyless][:STORE]")
     ap.add_argument("--alternations", type=int, default=8)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--requests", type=int, default=128, help="streams per run")
@@ -76,7 +103,7 @@ def main() -> int:
             os.environ["PYTHONPATH"] = v.src
             try:
                 services[v.name] = gw.start_tidegate(
-                    workdir, f"ab-{v.name}", emulator.url, [args.shape], gw_cores, memory_store=v.memory
+                    workdir, f"ab-{v.name}", emulator.url, [args.shape], gw_cores, store_url=store_url(v, workdir)
                 )
             finally:
                 del os.environ["PYTHONPATH"]
@@ -93,7 +120,7 @@ def main() -> int:
         for v in args.variants:
             cpu = statistics.median(c for c, _ in v.runs)
             rate = statistics.median(r for _, r in v.runs)
-            kind = f"{'keyed' if v.keyed else 'keyless'}, {'memory' if v.memory else 'file'}"
+            kind = f"{'keyed' if v.keyed else 'keyless'}, {v.store}"
             print(f"  {v.name:12s} CPU per chunk {cpu:6.2f} µs  chunks/s {rate:9,.0f}  ({kind}, {v.src})")
     finally:
         for service in services.values():

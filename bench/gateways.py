@@ -164,10 +164,13 @@ def start_tidegate(
     workers: int = 1,
     keepalive_s: float = 0.75,
     memory_store: bool = False,
+    store_url: str | None = None,
 ) -> Service:
+    """`store_url` (any store tidegate takes) overrides the SQLite file or memory store."""
     workdir = workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
-    store_url = "sqlite:///:memory:" if memory_store else f"sqlite:///{workdir / (name + '.db')}"
+    if store_url is None:
+        store_url = "sqlite:///:memory:" if memory_store else f"sqlite:///{workdir / (name + '.db')}"
     for suffix in ("", "-wal", "-shm"):
         (workdir / f"{name}.db{suffix}").unlink(missing_ok=True)
     config_path = workdir / f"{name}.toml"
