@@ -1,4 +1,4 @@
-"""A/B of tidegate source trees: the same unpaced streams against each, alternating, many short runs.
+"""A/B of tidegate source trees: the same streams (unpaced by default) against each, alternating.
 
     git worktree add /tmp/before <commit>
     .venv/bin/python bench/ab.py before=/tmp/before/src after=src                     # keyed, memory store
@@ -11,9 +11,10 @@ server's `test` database, a schema of the variant's own, emptied first) or `redi
 a key prefix of the variant's own, emptied first). All variants run at once, idle but for the
 one under load; every alternation runs each once, the order reversed every other time. Pinned as
 `bench/run.py` pins: the gateways on CPU 0, the emulator and the load generator on CPU 1. Prints each
-run, then the medians: CPU per chunk (the gateway's, from /proc) and chunks/s. Made for judging a
-change on this shared VM, where the hour moves figures more than most changes do (bench/README.md,
-"Comparing two commits"); the numbers are not the bench's table.
+run, then the medians: CPU per chunk (the gateway's, from /proc) and chunks/s, and the gateway's
+highest RSS over all runs. Made for judging a change on this shared VM, where the hour moves figures
+more than most changes do (bench/README.md, "Comparing two commits"); the numbers are not the bench's
+table.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class Variant:
     src: str
     keyed: bool
     store: str
-    runs: list[tuple[float, float]] = field(default_factory=list)  # (CPU µs per chunk, chunks/s)
+    runs: list[tuple[float, float, float]] = field(default_factory=list)  # CPU µs per chunk, chunks/s, peak MB
 
 
 def parse_variant(spec: str) -> Variant:
@@ -113,15 +114,24 @@ def main() -> int:
                 if "error" in out or out.get("error_count"):
                     print(f"{v.name}: {out.get('error') or out.get('errors')}", file=sys.stderr)
                     return 1
-                cpu = out["watch"]["gw"]["cpu_s"] * 1e6 / out["content_total"]
-                v.runs.append((cpu, float(out["content_per_s"])))
-                print(f"{i} {v.name:12s} CPU per chunk {cpu:6.2f} µs  chunks/s {v.runs[-1][1]:9,.0f}", flush=True)
+                watch = out["watch"]["gw"]
+                cpu = watch["cpu_s"] * 1e6 / out["content_total"]
+                v.runs.append((cpu, float(out["content_per_s"]), watch["rss_peak_kb"] / 1024))
+                print(
+                    f"{i} {v.name:12s} CPU per chunk {cpu:6.2f} µs  chunks/s {v.runs[-1][1]:9,.0f}"
+                    f"  RSS peak {v.runs[-1][2]:6.1f} MB",
+                    flush=True,
+                )
         print("medians:")
         for v in args.variants:
-            cpu = statistics.median(c for c, _ in v.runs)
-            rate = statistics.median(r for _, r in v.runs)
+            cpu = statistics.median(run[0] for run in v.runs)
+            rate = statistics.median(run[1] for run in v.runs)
+            peak = max(run[2] for run in v.runs)
             kind = f"{'keyed' if v.keyed else 'keyless'}, {v.store}"
-            print(f"  {v.name:12s} CPU per chunk {cpu:6.2f} µs  chunks/s {rate:9,.0f}  ({kind}, {v.src})")
+            print(
+                f"  {v.name:12s} CPU per chunk {cpu:6.2f} µs  chunks/s {rate:9,.0f}"
+                f"  RSS peak {peak:6.1f} MB  ({kind}, {v.src})"
+            )
     finally:
         for service in services.values():
             service.stop()
