@@ -33,7 +33,12 @@ def _config(workdir: Path, upstream: OpenAIUpstream) -> str:
     return tidegate_toml(
         sqlite_url(workdir),
         {"emu": {"kind": "openai", "base_url": upstream.base_url}},
-        {"m/text": [("emu", "text")], "m/slowish": [("emu", "silence:1.0")], "m/endless": [("emu", "slow:0.05")]},
+        {
+            "m/text": [("emu", "text")],
+            "m/slowish": [("emu", "silence:1.0")],
+            "m/endless": [("emu", "slow:0.05")],
+            "m/ticking": [("emu", "slow:0.02")],
+        },
     )
 
 
@@ -128,6 +133,35 @@ def test_seed_curl_replay_command_verbatim(server: ServerProcess) -> None:
     )
     result = orjson.loads(out.stdout)
     assert result["status"] == "completed" and result["output_text"] == "Hello, world \u00e9\u2713!"
+
+
+def test_a_resume_reads_the_frames_that_left_memory_from_the_store(server: ServerProcess) -> None:
+    """A running keyed generation keeps in memory only the frames not yet stored: a resume from an early
+    id, a second later, reads the older frames back from the store, then follows live, byte for byte."""
+    body = {"model": "m/ticking", "stream": True, "messages": HI}
+    h = {**server.headers, "Idempotency-Key": uuid.uuid4().hex}
+    first = RawStream(server.base_url, CHAT, body, h)
+    resumed: RawStream | None = None
+    try:
+        first.read_events(5)
+        time.sleep(1.2)  # ~60 frames, several 250 ms flushes: the early ones are only in the store now
+        resumed = RawStream(server.base_url, CHAT, body, {**h, "Accept": "text/event-stream", "Last-Event-ID": "2"})
+        assert resumed.status == 200 and resumed.headers["idempotent-replayed"] == "true"
+        resumed.read_events(len(first.read_events(60)) + 20)  # past what was stored: live from memory
+        gid = first.headers["x-generation-id"]
+        cancel = httpx.post(f"{server.base_url}/api/v1/generations/{gid}/cancel", headers=server.headers)
+        assert cancel.status_code == 202
+        original, again = first.read_to_end(), resumed.read_to_end()
+    finally:
+        first.close()
+        if resumed is not None:
+            resumed.close()
+    assert [e.id for e in resumed.events[:2]] == ["3", "4"]
+    assert len(resumed.events) > 80 and b'"code":"cancelled"' in again
+    assert original.endswith(again) and original[: len(original) - len(again)].endswith(b"\n\n")
+    assert [(e.id, e.data) for e in first.events if e.id is not None and int(e.id) > 2] == [
+        (e.id, e.data) for e in resumed.events
+    ]
 
 
 def test_kill_mid_stream_then_replay_502_interrupted_with_prefix(upstream: OpenAIUpstream, tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ write), after any batch the flusher has in flight.
 The event log keeps what was said, not how the upstream chunked it: a run of text deltas (or of one
 reasoning block's readable deltas) is logged as one event when it is flushed. Encoding an event cost
 more than the rest of a keyed chunk's log together, and nothing reads the event log per chunk (the
-frame log serves resume, byte for byte).
+frame log serves resume, byte for byte). Frames stay in memory only until a flush stored them (a live
+follower reads older ones from the store): a long keyed stream does not hold its whole answer.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ class Recorder:
     usage: UsageReport | None = None
     finish_reason: str | None = None
     _first_token_at: float | None = None
-    frames: list[bytes] = field(default_factory=list)  # every frame logged (live followers read them)
+    frames: list[bytes] = field(default_factory=list)  # the frames not yet known stored (followers read them)
+    frames_base: int = 0  # the index (SSE id) of `frames[0]`: the ones before it are only in the store
     closed: bool = False
     _frames_flushed: int = 0  # frames before this index are in the store (or in a write on its way)
     _events: list[bytes] = field(default_factory=list)  # encoded events not yet handed to the store
@@ -70,9 +72,14 @@ class Recorder:
             flusher.register(self.record.id, self)
 
     @property
+    def frames_logged(self) -> int:
+        """How many frames were logged: the next frame's index."""
+        return self.frames_base + len(self.frames)
+
+    @property
     def has_pending(self) -> bool:
         return (
-            len(self.frames) > self._frames_flushed
+            self.frames_logged > self._frames_flushed
             or bool(self._events)
             or self._run_head is not None
             or self._json is not None
@@ -97,10 +104,10 @@ class Recorder:
         """What the store does not have yet, one run per kind (`_restore_log` puts it back)."""
         self._end_text_run()
         runs: list[LogRun] = []
-        frames, start = self.frames, self._frames_flushed
-        if len(frames) > start:
-            runs.append(LogRun(LOG_FRAME, start, frames[start:]))
-            self._frames_flushed = len(frames)
+        start, logged = self._frames_flushed, self.frames_logged
+        if logged > start:
+            runs.append(LogRun(LOG_FRAME, start, self.frames[start - self.frames_base :]))
+            self._frames_flushed = logged
         if self._events:
             runs.append(LogRun(LOG_EVENT, self._events_flushed, self._events))
             self._events_flushed += len(self._events)
@@ -133,6 +140,15 @@ class Recorder:
             finally:
                 self._flushing = None
                 written.set_result(None)
+            self._let_go_of_stored_frames()
+
+    def _let_go_of_stored_frames(self) -> None:
+        """Frames the store holds leave memory: a long keyed stream keeps at most a flush interval's
+        frames, not its whole answer (a follower reads the older ones from the store)."""
+        stored = self._frames_flushed - self.frames_base
+        if stored > 0:
+            del self.frames[:stored]
+            self.frames_base = self._frames_flushed
 
     @property
     def keeps_logs(self) -> bool:

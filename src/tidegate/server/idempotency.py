@@ -3,7 +3,8 @@
 `prepare` validates the header and hashes the body; `answer_existing` answers a repeated request from
 the store: 422 for a different body, 409 (or a live resume with `Last-Event-ID`) while running, the
 stored answer with `Idempotent-Replayed: true` once completed. `follow_frames` streams a generation's
-logged frames, live, from this process's memory or by polling the store (another worker).
+logged frames, live, from this process's memory (the frames not yet stored; the store for the older
+ones) or by polling the store (another worker).
 """
 
 from __future__ import annotations
@@ -74,9 +75,21 @@ async def follow_frames(state: AppState, generation_id: str, after: int) -> Asyn
         recorder = running.recorder
         index = after + 1
         while True:
-            while index < len(recorder.frames):
-                yield recorder.frames[index]
+            base = recorder.frames_base
+            if index < base:  # frames leave memory once stored: read those back (a slow follower)
+                stored = await state.store.read_log(generation_id, LOG_FRAME, index - 1)
+                if not stored:
+                    raise RuntimeError(f"generation {generation_id}: frame {index} is missing from the store")
+                for seq, data in stored:
+                    if seq != index:
+                        raise RuntimeError(f"generation {generation_id}: frame {index} is missing from the store")
+                    yield data
+                    index += 1
+                continue
+            if index - base < len(recorder.frames):
+                yield recorder.frames[index - base]
                 index += 1
+                continue
             if recorder.closed:
                 return
             await recorder.wait_changed()

@@ -144,3 +144,28 @@ async def test_the_event_log_keeps_a_run_of_deltas_as_one_event(store: SQLiteSto
     ]
     done = await store.get_generation("g-runs")
     assert done is not None and done.output_text == "Hello world"
+
+
+async def test_frames_leave_memory_once_stored_and_a_failed_flush_keeps_them(store: SQLiteStore) -> None:
+    """A keyed stream keeps in memory only the frames the store does not hold yet (what a live follower
+    cannot read back); their ids keep counting from the first frame."""
+    recorder = await _recorder(store, "g-window")
+    recorder.log_frames(FRAMES[0] + FRAMES[1])
+    await recorder.flush()
+    assert (recorder.frames, recorder.frames_base, recorder.frames_logged) == ([], 2, 2)
+
+    recorder.log_frame(FRAMES[2])
+    _drop_log_table(store)
+    with pytest.raises(sqlite3.OperationalError):
+        await recorder.flush()
+    assert (recorder.frames, recorder.frames_base) == ([FRAMES[2]], 2)  # not stored: still here
+    await _create_log_table(store)
+    recorder.log_frame(FRAMES[3])
+    await recorder.flush()
+    assert (recorder.frames, recorder.frames_base, recorder.frames_logged) == ([], 4, 4)
+
+    recorder.log_frame(FRAMES[4])
+    assert recorder.frames == [FRAMES[4]]
+    await recorder.finish("completed")
+    # the dropped table took frames 0-1 with it; the rest is stored under the ids it was sent with
+    assert await store.read_log("g-window", LOG_FRAME) == [(2, FRAMES[2]), (3, FRAMES[3]), (4, FRAMES[4])]
