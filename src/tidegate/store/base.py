@@ -115,10 +115,6 @@ class LogRun:
     def last_seq(self) -> int:
         return self.first_seq + len(self.items) - 1
 
-    def entries(self) -> list[tuple[int, bytes]]:
-        """(seq, data) per entry."""
-        return list(enumerate(self.items, self.first_seq))
-
 
 class GenerationStore(Protocol):
     """Everything tidegate persists. Every implementation passes the same test suite."""

@@ -28,6 +28,12 @@ def pack(first_seq: int, items: list[bytes]) -> bytes:
     return b"".join(parts)
 
 
+def packed(blob: bytes) -> bool:
+    """Whether `blob` is a run packed by `pack` (not deflated): a Redis log member is either that or,
+    written by versions before, one entry behind its 8-byte big-endian seq (first byte 0)."""
+    return blob[:1] == _RUN
+
+
 def deflate(blob: bytes) -> bytes:
     """A packed blob deflated (zlib level 1: ~400 MB/s, OpenAI-style chunk frames shrink ~30x),
     unless it is too small to save a page. `unpack` reads either."""

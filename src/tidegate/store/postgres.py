@@ -13,6 +13,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg  # type: ignore[import-untyped]
 import orjson
 
+from . import logpack
 from .base import ApiKey, BeginResult, GenerationRecord, LogRun
 from .rows import GEN_COLUMNS, key_from_row, record_from_row, record_params
 
@@ -68,6 +69,14 @@ CREATE TABLE IF NOT EXISTS generation_log (
     data BYTEA NOT NULL,
     PRIMARY KEY (generation_id, kind, seq)
 );
+CREATE TABLE IF NOT EXISTS generation_log_batches (
+    generation_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    first_seq BIGINT NOT NULL,
+    last_seq BIGINT NOT NULL,
+    data BYTEA NOT NULL,
+    PRIMARY KEY (generation_id, kind, first_seq)
+);
 """
 
 _GEN_COLUMNS = GEN_COLUMNS
@@ -76,9 +85,20 @@ _INSERT_GEN = f"INSERT INTO generations ({_GEN_COLUMNS}) VALUES ({', '.join(f'${
 _UPDATE_GEN = (
     "UPDATE generations SET " + ", ".join(f"{c} = ${i + 2}" for i, c in enumerate(_GEN_NAMES[1:])) + " WHERE id = $1"
 )
+# A flush writes one row per run of entries (`logpack`): a row per entry cost a stream with an
+# Idempotency-Key more than the rest of its relay (an index entry, a heap tuple and WAL per chunk). A run
+# written again from its first seq (a retry of a write that failed) replaces the first write. Rows of the
+# per-entry table `generation_log` (versions before) are still read and pruned. PostgreSQL compresses
+# (TOAST) a blob over ~2 KB itself.
 _UPSERT_LOG = (
-    "INSERT INTO generation_log (generation_id, kind, seq, data) VALUES ($1, $2, $3, $4)"
-    " ON CONFLICT (generation_id, kind, seq) DO UPDATE SET data = EXCLUDED.data"
+    "INSERT INTO generation_log_batches (generation_id, kind, first_seq, last_seq, data) VALUES ($1, $2, $3, $4, $5)"
+    " ON CONFLICT (generation_id, kind, first_seq) DO UPDATE SET last_seq = EXCLUDED.last_seq, data = EXCLUDED.data"
+)
+_SELECT_LOG = (
+    "SELECT first_seq, data, TRUE FROM generation_log_batches"
+    " WHERE generation_id = $1 AND kind = $2 AND last_seq > $3"
+    " UNION ALL SELECT seq, data, FALSE FROM generation_log WHERE generation_id = $1 AND kind = $2 AND seq > $3"
+    " ORDER BY 1"
 )
 _SELECT_GEN = f"SELECT {_GEN_COLUMNS} FROM generations WHERE id = $1"
 _KEY_COLUMNS = "id, name, secret_hash, created_at, credits, spent, revoked"
@@ -113,9 +133,13 @@ def _count(status: str) -> int:
     return int(status.rsplit(" ", 1)[-1])
 
 
-def _log_rows(generation_id: str, runs: list[LogRun]) -> list[tuple[str, str, int, bytes]]:
-    """One row per entry: (generation id, kind, seq, data)."""
-    return [(generation_id, run.kind, seq, data) for run in runs for seq, data in run.entries()]
+def _log_rows(generation_id: str, runs: list[LogRun]) -> list[tuple[str, str, int, int, bytes]]:
+    """One row per run: (generation id, kind, first seq, last seq, the run packed)."""
+    return [
+        (generation_id, run.kind, run.first_seq, run.last_seq, logpack.pack(run.first_seq, run.items))
+        for run in runs
+        if run.items
+    ]
 
 
 class PostgresStore:
@@ -269,20 +293,21 @@ class PostgresStore:
             await self.pool.executemany(_UPSERT_LOG, rows)
 
     async def read_log(self, generation_id: str, kind: str, after_seq: int = -1) -> list[tuple[int, bytes]]:
-        rows = await self.pool.fetch(
-            "SELECT seq, data FROM generation_log WHERE generation_id = $1 AND kind = $2 AND seq > $3 ORDER BY seq",
-            generation_id,
-            kind,
-            after_seq,
-        )
-        return [(int(r[0]), bytes(r[1])) for r in rows]
+        out: list[tuple[int, bytes]] = []
+        for seq, data, packed in await self.pool.fetch(_SELECT_LOG, generation_id, kind, after_seq):
+            if packed:
+                out += [entry for entry in logpack.unpack(bytes(data)) if entry[0] > after_seq]
+            else:
+                out.append((int(seq), bytes(data)))
+        return out
 
     async def prune(self, older_than: float) -> int:
         async with self.pool.acquire() as conn, conn.transaction():
             status = await conn.execute("DELETE FROM idempotency WHERE created_at < $1", float(older_than))
-            await conn.execute(
-                "DELETE FROM generation_log WHERE generation_id IN"
-                " (SELECT id FROM generations WHERE created_at < $1 AND status <> 'in_progress')",
-                float(older_than),
-            )
+            for table in ("generation_log_batches", "generation_log"):
+                await conn.execute(
+                    f"DELETE FROM {table} WHERE generation_id IN"
+                    " (SELECT id FROM generations WHERE created_at < $1 AND status <> 'in_progress')",
+                    float(older_than),
+                )
         return _count(status)

@@ -4,7 +4,9 @@ Layout, every key under `prefix` (default `tidegate:`):
 - `key:{id}` hash (each field JSON-encoded), `keyhash:{secret_hash}` -> id, `keys` zset of ids by created_at.
 - `gen:{id}` hash, one JSON-encoded value per `GenerationRecord` field (Lua can read/patch `status`).
 - `idem:{len(key_id)}:{key_id}:{idempotency_key}` hash (gen, hash, created_at) + `idem` zset by created_at.
-- `log:{id}:{kind}` zset scored by seq (member = 8-byte seq + data), `logkinds:{id}` set, `logidx` zset of
+- `log:{id}:{kind}` zset, one member per run of entries a flush wrote (`logpack`: its first seq, every
+  length, the bytes) scored by the run's last seq; members written by versions before are one entry
+  each (8-byte seq + data, scored by seq) and still read. `logkinds:{id}` set, `logidx` zset of
   generations that have logs, by the generation's created_at (for `prune`).
 - `owner:{owner}` set of the generation ids that owner has in progress (for `mark_interrupted`).
 
@@ -23,6 +25,7 @@ import redis.asyncio as aioredis
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
+from . import logpack
 from .base import ApiKey, BeginResult, GenerationRecord, LogRun, Usage
 
 DEFAULT_PREFIX = "tidegate:"
@@ -119,13 +122,15 @@ redis.call('DEL', KEYS[1])
 return n
 """
 
-# KEYS: logkinds set, logidx zset, gen. ARGV: prefix .. 'log:' .. id .. ':', ttl ms, id, then (kind, seq, member)*
+# KEYS: logkinds set, logidx zset, gen. ARGV: prefix .. 'log:' .. id .. ':', ttl ms, id, then
+# (kind, first seq, last seq, member)* per run. A run written again from its first seq (the retry of a
+# write that failed) replaces what an earlier write left from that seq on.
 _APPEND_LOG = """
 local ttl = tonumber(ARGV[2])
-for i = 4, #ARGV, 3 do
+for i = 4, #ARGV, 4 do
   local key = ARGV[1] .. ARGV[i]
-  redis.call('ZREMRANGEBYSCORE', key, ARGV[i + 1], ARGV[i + 1])
-  redis.call('ZADD', key, ARGV[i + 1], ARGV[i + 2])
+  redis.call('ZREMRANGEBYSCORE', key, ARGV[i + 1], '+inf')
+  redis.call('ZADD', key, ARGV[i + 2], ARGV[i + 3])
   redis.call('SADD', KEYS[1], ARGV[i])
   if ttl > 0 then redis.call('PEXPIRE', key, ttl) end
 end
@@ -374,10 +379,10 @@ class RedisStore:
         return await self.get_generation(gen.decode()) if gen is not None else None
 
     async def append_log(self, generation_id: str, runs: list[LogRun]) -> None:
-        members: list[Any] = []  # kind, seq, member: per entry
+        members: list[Any] = []  # kind, first seq, last seq, member: per run
         for run in runs:
-            for seq, data in run.entries():
-                members += [run.kind, seq, _SEQ.pack(seq) + data]
+            if run.items:
+                members += [run.kind, run.first_seq, run.last_seq, logpack.pack(run.first_seq, run.items)]
         if not members:
             return
         await self._run(
@@ -387,8 +392,13 @@ class RedisStore:
         )
 
     async def read_log(self, generation_id: str, kind: str, after_seq: int = -1) -> list[tuple[int, bytes]]:
-        members = await self._cmd("ZRANGEBYSCORE", self._k("log", generation_id, kind), f"({after_seq}", "+inf")
-        return [(_SEQ.unpack_from(m)[0], bytes(m[_SEQ.size :])) for m in members]
+        out: list[tuple[int, bytes]] = []
+        for member in await self._cmd("ZRANGEBYSCORE", self._k("log", generation_id, kind), f"({after_seq}", "+inf"):
+            if logpack.packed(member):
+                out += [entry for entry in logpack.unpack(member) if entry[0] > after_seq]
+            else:  # one entry, as versions before wrote it
+                out.append((_SEQ.unpack_from(member)[0], bytes(member[_SEQ.size :])))
+        return out
 
     async def prune(self, older_than: float) -> int:
         cutoff = repr(float(older_than))

@@ -54,7 +54,7 @@ async def store_with_log_locked(request: pytest.FixtureRequest, tmp_path: Path) 
     conn = await asyncpg.connect(base)
     tx = conn.transaction()
     await tx.start()
-    await conn.execute(f'LOCK TABLE "{schema}".generation_log IN EXCLUSIVE MODE')
+    await conn.execute(f'LOCK TABLE "{schema}".generation_log_batches IN EXCLUSIVE MODE')
 
     async def release_postgres() -> None:
         await tx.commit()

@@ -305,6 +305,22 @@ async def test_logs_append_and_read_after_seq(store: GenerationStore) -> None:
     assert await store.read_log(g.id, LOG_JSON) == [(0, b'{"a":2}')]
 
 
+async def test_a_run_written_again_from_its_first_seq_replaces_the_first_write(store: GenerationStore) -> None:
+    """A flush that failed (whether or not the store kept it) is written again with what came since:
+    one run from the same first seq, read back once, in order, not twice."""
+    g = gen(idem="rewrite")
+    await store.begin_generation(g)
+    frames = [b"id: %d\ndata: {}\n\n" % i for i in range(8)]
+    await store.append_log(g.id, [LogRun(LOG_FRAME, 0, frames[:2]), LogRun(LOG_EVENT, 0, [b"e0"])])
+    await store.append_log(g.id, [LogRun(LOG_FRAME, 2, frames[2:4]), LogRun(LOG_EVENT, 1, [b"e1"])])
+    await store.append_log(g.id, [LogRun(LOG_FRAME, 2, frames[2:6]), LogRun(LOG_EVENT, 1, [b"e1", b"e2"])])
+    await store.append_log(g.id, [LogRun(LOG_FRAME, 6, frames[6:])])
+    assert await store.read_log(g.id, LOG_FRAME) == list(enumerate(frames))
+    assert await store.read_log(g.id, LOG_FRAME, 3) == [(i, frames[i]) for i in range(4, 8)]
+    assert await store.read_log(g.id, LOG_EVENT) == [(0, b"e0"), (1, b"e1"), (2, b"e2")]
+    assert await store.read_log(g.id, LOG_EVENT, 1) == [(2, b"e2")]
+
+
 async def test_an_outcome_written_with_the_last_log_entries_carries_both(store: GenerationStore) -> None:
     g = gen(idem="final-log")
     await store.begin_generation(g)
