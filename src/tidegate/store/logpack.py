@@ -29,9 +29,9 @@ def pack(first_seq: int, items: list[bytes]) -> bytes:
 
 
 def packed(blob: bytes) -> bool:
-    """Whether `blob` is a run packed by `pack` (not deflated): a Redis log member is either that or,
-    written by versions before, one entry behind its 8-byte big-endian seq (first byte 0)."""
-    return blob[:1] == _RUN
+    """Whether `blob` is a run packed by `pack`, deflated or not: a Redis log member is either that
+    or, written by versions before, one entry behind its 8-byte big-endian seq (first byte 0)."""
+    return blob[:1] in (_RUN, _DEFLATED)
 
 
 def deflate(blob: bytes) -> bytes:

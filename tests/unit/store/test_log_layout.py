@@ -22,6 +22,10 @@ from tidegate.store.postgres import PostgresStore
 from tidegate.store.redis import RedisStore
 
 FRAMES = [b'id: %d\ndata: {"n":%d}\n\n' % (i, i) for i in range(500)]
+CHUNK = (
+    b'id: %d\ndata: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1764720000,'
+    b'"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":" word%d"},"finish_reason":null}]}\n\n'
+)
 
 
 def _record(gid: str, created_at: float) -> GenerationRecord:
@@ -98,6 +102,36 @@ async def test_redis_keeps_one_member_per_run_and_reads_the_per_entry_members_be
         # written again from seq 2 (a retry): the old member for seq 2 and the run after it are replaced
         await store.append_log("g-old", [LogRun(LOG_FRAME, 2, [b"two", b"three"])])
         assert await store.read_log("g-old", LOG_FRAME) == [(0, FRAMES[0]), (1, FRAMES[1]), (2, b"two"), (3, b"three")]
+    finally:
+        await client.aclose()
+        await store.close()
+        await asyncio.to_thread(drop_redis_prefix, base, prefix)
+
+
+async def test_redis_deflates_a_large_run_and_reads_it_back() -> None:
+    """Redis keeps logs in RAM until they expire: a run of 8 KiB or more is stored deflated (on a
+    thread from 64 KiB on), a smaller one as it is; all read back byte for byte."""
+    base, why = await asyncio.to_thread(redis_url)
+    if base is None:
+        pytest.skip(why)
+    prefix = unique_name("deflate") + ":"
+    store = RedisStore(base, prefix=prefix)
+    await store.open()
+    client = aioredis.Redis.from_url(base)
+    try:
+        frames = [CHUNK % (i, i % 7) for i in range(2000)]  # ~350 KB: deflated on a thread
+        await store.begin_generation(_record("g-big", time.time()))
+        await store.append_log("g-big", [LogRun(LOG_FRAME, 0, frames[:100])])  # ~17 KB: on the loop
+        await store.append_log("g-big", [LogRun(LOG_FRAME, 100, frames[100:]), LogRun(LOG_EVENT, 0, [b"e0"])])
+        members = await client.zrange(f"{prefix}log:g-big:{LOG_FRAME}", 0, -1)
+        assert [m[:1] for m in members] == [b"\x01", b"\x01"]  # deflated
+        raw = sum(len(f) for f in frames)
+        assert sum(len(m) for m in members) < raw / 10
+        (event,) = await client.zrange(f"{prefix}log:g-big:{LOG_EVENT}", 0, -1)
+        assert event[:1] == b"\x02"  # a small run stays as it is
+        assert await store.read_log("g-big", LOG_FRAME) == list(enumerate(frames))
+        assert await store.read_log("g-big", LOG_FRAME, 1500) == [(i, frames[i]) for i in range(1501, 2000)]
+        assert await store.read_log("g-big", LOG_EVENT) == [(0, b"e0")]
     finally:
         await client.aclose()
         await store.close()
