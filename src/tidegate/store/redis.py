@@ -15,7 +15,6 @@ Every multi-key change is one Lua script, so `begin_generation` is atomic across
 
 from __future__ import annotations
 
-import asyncio
 import struct
 from dataclasses import asdict, fields
 from typing import Any
@@ -35,7 +34,6 @@ _KEY_FIELDS = ("id", "name", "secret_hash", "created_at", "credits", "spent", "r
 _IN_PROGRESS = b'"in_progress"'
 _INTERRUPTED_ERROR = {"code": "interrupted", "message": "the gateway stopped mid-generation"}
 _SEQ = struct.Struct(">q")
-_DEFLATE_ON_THREAD_FROM = 64 * 1024
 
 _CREATE_KEY = """
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then
@@ -228,15 +226,6 @@ def _key_from(values: dict[str, Any]) -> ApiKey:
     )
 
 
-async def _deflated(blob: bytes) -> bytes:
-    """A log run as Redis keeps it: deflated from 8 KiB on (Redis holds logs in RAM until they expire;
-    chunk frames shrink ~15-30x). A large blob is deflated on a thread (zlib lets go of the GIL), so
-    a long stream's flush does not hold the event loop (~0.5 ms per 200 KB)."""
-    if len(blob) >= _DEFLATE_ON_THREAD_FROM:
-        return await asyncio.to_thread(logpack.deflate, blob)
-    return logpack.deflate(blob)
-
-
 class RedisStore:
     def __init__(self, url: str, *, prefix: str | None = None, retention_hours: float | None = None) -> None:
         self.url, params = _split_url(url)
@@ -393,7 +382,8 @@ class RedisStore:
         members: list[Any] = []  # kind, first seq, last seq, member: per run
         for run in runs:
             if run.items:
-                blob = await _deflated(logpack.pack(run.first_seq, run.items))
+                # deflated from 8 KiB on: Redis holds logs in RAM until they expire
+                blob = await logpack.deflated(logpack.pack(run.first_seq, run.items))
                 members += [run.kind, run.first_seq, run.last_seq, blob]
         if not members:
             return

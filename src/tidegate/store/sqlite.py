@@ -118,9 +118,11 @@ def _immediate(db: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) ->
         raise
 
 
-def _log_rows(generation_id: str, runs: list[LogRun], deflate: bool) -> list[tuple[str, str, int, int, bytes]]:
-    """One packed row per run (`logpack`), deflated or not: (generation id, kind, first seq, last seq,
-    data)."""
+LogRow = tuple[str, str, int, int, bytes]  # generation id, kind, first seq, last seq, data
+
+
+def _log_rows(generation_id: str, runs: list[LogRun], deflate: bool) -> list[LogRow]:
+    """One packed row per run (`logpack`), deflated or not."""
     rows = []
     for run in runs:
         data = logpack.pack(run.first_seq, run.items)
@@ -128,7 +130,16 @@ def _log_rows(generation_id: str, runs: list[LogRun], deflate: bool) -> list[tup
     return rows
 
 
-def _stored_bytes(rows: list[tuple[str, str, int, int, bytes]]) -> int:
+async def _deflated_log_rows(generation_id: str, runs: list[LogRun]) -> list[LogRow]:
+    """`_log_rows(..., deflate=True)` from the event loop: a large run is deflated on a thread."""
+    rows = []
+    for run in runs:
+        data = await logpack.deflated(logpack.pack(run.first_seq, run.items))
+        rows.append((generation_id, run.kind, run.first_seq, run.last_seq, data))
+    return rows
+
+
+def _stored_bytes(rows: list[LogRow]) -> int:
     return sum(len(row[4]) for row in rows)
 
 
@@ -152,13 +163,13 @@ class SQLiteStore:
     transaction, in place up to 64 KiB. The running flushes of log batches, log reads, pruning and
     recovery always run on the store thread. Checkpoints run on a third connection, on a thread of
     their own (`_CHECKPOINT_PAGES`). An in-memory database has one connection, used in place for
-    everything (nothing on it can block).
+    everything (nothing on it can block); its logs are deflated before they are written, as the
+    file's and Redis's (it holds them in the gateway's RAM for `retention_hours`).
     """
 
     def __init__(self, url: str) -> None:
         self.path = _path_from_url(url)
         self._memory = self.path == ":memory:"
-        self._deflate_logs = not self._memory  # what the store thread writes (in memory: no page to save)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-sqlite")
         self._checkpointer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-sqlite-checkpoint")
         self._conn: sqlite3.Connection | None = None  # the store thread's (or, in memory, the only one)
@@ -353,12 +364,11 @@ class SQLiteStore:
         params = final_params(record)
         runs = [run for run in log or () if run.items]
 
-        def _update(db: sqlite3.Connection, deflate: bool) -> int:
+        def _update(db: sqlite3.Connection, rows: list[LogRow]) -> int:
             """The outcome, with the log's rows in the same transaction: the bytes stored."""
-            if not runs:
+            if not rows:
                 db.execute(_UPDATE_GENERATION, params)
                 return 0
-            rows = _log_rows(record.id, runs, deflate)
 
             def _log_and_outcome(db: sqlite3.Connection) -> None:
                 db.executemany(_INSERT_LOG_BATCH, rows)
@@ -367,11 +377,14 @@ class SQLiteStore:
             _immediate(db, _log_and_outcome)
             return _stored_bytes(rows)
 
-        if sum(len(item) for run in runs for item in run.items) > _IN_PLACE_LOG_BYTES:
+        if self._memory:
+            rows = await _deflated_log_rows(record.id, runs)
+            await self._quick(lambda db: _update(db, rows))
+        elif sum(len(item) for run in runs for item in run.items) > _IN_PLACE_LOG_BYTES:
             # a long answer's log: packed, deflated and written on the store thread
-            await self._write_log(lambda: _update(self._db(), self._deflate_logs))
+            await self._write_log(lambda: _update(self._db(), _log_rows(record.id, runs, True)))
         else:
-            stored: int = await self._quick(lambda db: _update(db, False))
+            stored: int = await self._quick(lambda db: _update(db, _log_rows(record.id, runs, False)))
             self._written(stored // _PAGE_BYTES)
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None:
@@ -449,8 +462,13 @@ class SQLiteStore:
         if not runs:
             return
 
+        if self._memory:
+            rows = await _deflated_log_rows(generation_id, runs)
+            self._db().executemany(_INSERT_LOG_BATCH, rows)
+            return
+
         def _append() -> int:
-            rows = _log_rows(generation_id, runs, self._deflate_logs)
+            rows = _log_rows(generation_id, runs, True)  # on the store thread
             self._db().executemany(_INSERT_LOG_BATCH, rows)
             return _stored_bytes(rows)
 
