@@ -87,11 +87,17 @@ def pair_table(rows: list[Row]) -> str:
 
 def markdown(meta: dict[str, Any], main_rows: list[Row], extra_rows: list[Row], notes: list[str]) -> str:
     la0, la1 = meta["loadavg_start"], meta["loadavg_end"]
+    before = meta.get("cores_before_run") or {}
+    quiet = "; ".join(
+        f"CPU {cpu} busy {c['busy']:.0%}" + (f", stolen {c['steal']:.0%}" if c["steal"] else "")
+        for cpu, c in sorted(before.items())
+    )
     lines = [
         f"## tidegate benchmark, {meta['date']}{' (--quick)' if meta['quick'] else ''}",
         "",
         f"- machine: {meta['cpus']} CPUs; load average at start {la0[0]:.2f} / {la0[1]:.2f} / {la0[2]:.2f}, "
         f"at end {la1[0]:.2f} / {la1[1]:.2f} / {la1[2]:.2f}"
+        + (f"; in the {meta.get('cores_before_run_s', 0):g} s before the run: {quiet}" if quiet else "")
         + (
             " — **measured under contention: other work shared the cores; absolute figures are not representative**"
             if meta["contended"]

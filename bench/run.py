@@ -29,6 +29,7 @@ import orjson
 import pyspy
 import report
 import scenarios as sc
+from procstat import core_shares, core_ticks
 
 ALL = ("capacity", "ttft", "gaps", "cost", "pace", "throughput", "complete", "store", "scale")
 MAIN = ("capacity", "ttft", "gaps", "cost", "pace", "throughput", "complete")
@@ -113,6 +114,21 @@ def profile_tidegate(ctx: sc.Ctx, target: sc.Target, stamp: str, workdir: Path, 
     return written
 
 
+QUIET_CHECK_S = 3.0
+
+
+def cores_before_run() -> dict[str, dict[str, float]]:
+    """Each core's busy and stolen share over `QUIET_CHECK_S` seconds before anything starts."""
+    before = core_ticks()
+    time.sleep(QUIET_CHECK_S)
+    return core_shares(before, core_ticks())
+
+
+def contended(shares: dict[str, dict[str, float]]) -> bool:
+    """Other work on a core before the run (a fifth of it or more), or the hypervisor taking 5 %."""
+    return any(c["busy"] >= 0.2 or c["steal"] >= 0.05 for c in shares.values())
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="scaled-down smoke run (< 2 minutes)")
@@ -145,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = results / "work" / stamp
     workdir.mkdir(parents=True, exist_ok=True)
     la_start = os.getloadavg()
+    before_run = cores_before_run()
     notes: list[str] = []
     services: list[gw.Service] = []
     main_rows: list[sc.Row] = []
@@ -241,8 +258,11 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": cpus,
         "loadavg_start": [round(x, 2) for x in la_start],
         "loadavg_end": [round(x, 2) for x in la_end],
-        # the load before the run: at its end the 1-minute average is the benchmark's own processes
-        "contended": la_start[0] > 0.5,
+        # what used the cores in the seconds before the run (the 1-minute load average at its start
+        # also counts work that has just ended; at its end, the benchmark's own processes)
+        "cores_before_run": before_run,
+        "cores_before_run_s": QUIET_CHECK_S,
+        "contended": contended(before_run),
         "gateway_cores": gw_cores,
         "load_cores": load_cores,
         "rounds": rounds,
