@@ -13,6 +13,7 @@ import os
 import uuid
 
 import asyncpg
+import pytest
 import redis
 
 REDIS_URL = os.environ.get("TIDEGATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -61,6 +62,15 @@ def postgres_url() -> tuple[str | None, str]:
 
 def unique_name(tag: str) -> str:
     return f"tg_{tag}_{uuid.uuid4().hex[:12]}"
+
+
+async def postgres_schema(tag: str) -> tuple[str, str]:
+    """(the server's url, a fresh schema name for this test); the test is skipped, with the reason,
+    when PostgreSQL does not answer."""
+    base, why = await asyncio.to_thread(postgres_url)
+    if base is None:
+        pytest.skip(why)
+    return base, unique_name(tag)
 
 
 def with_query(url: str, **params: str) -> str:

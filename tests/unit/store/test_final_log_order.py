@@ -16,7 +16,7 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from store_backends import drop_schema, postgres_url, unique_name, with_query
+from store_backends import drop_schema, postgres_schema, with_query
 
 from tidegate.events import TextDelta
 from tidegate.gateway.recorder import Recorder
@@ -44,10 +44,7 @@ async def store_with_log_locked(request: pytest.FixtureRequest, tmp_path: Path) 
         other.close()
         await store.close()
         return
-    base, why = await asyncio.to_thread(postgres_url)
-    if base is None:
-        pytest.skip(why)
-    schema = unique_name("order")
+    base, schema = await postgres_schema("order")
     store = open_store(with_query(base, schema=schema))
     await store.open()
     await store.begin_generation(_record())

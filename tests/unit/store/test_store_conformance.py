@@ -14,7 +14,14 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from store_backends import drop_redis_prefix, drop_schema, postgres_url, redis_url, unique_name, with_query
+from store_backends import (
+    drop_redis_prefix,
+    drop_schema,
+    postgres_schema,
+    redis_url,
+    unique_name,
+    with_query,
+)
 
 from tidegate.store.base import (
     LOG_EVENT,
@@ -50,10 +57,7 @@ async def open_another(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
             await asyncio.to_thread(drop_redis_prefix, base, prefix)
 
     else:
-        base, why = await asyncio.to_thread(postgres_url)
-        if base is None:
-            pytest.skip(why)
-        schema = unique_name("conf")
+        base, schema = await postgres_schema("conf")
         url = with_query(base, schema=schema)
 
         async def cleanup() -> None:

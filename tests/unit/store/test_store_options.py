@@ -7,7 +7,7 @@ import time
 
 import pytest
 import redis.asyncio as aioredis
-from store_backends import drop_redis_prefix, drop_schema, postgres_url, redis_url, unique_name
+from store_backends import drop_redis_prefix, drop_schema, postgres_schema, redis_url, unique_name
 
 from tidegate.store.base import LOG_FRAME, GenerationRecord, LogRun, open_store
 from tidegate.store.postgres import PostgresStore
@@ -63,10 +63,7 @@ async def test_redis_retention_expires_idempotency_keys_and_logs() -> None:
 
 
 async def test_postgres_keeps_a_record_whose_text_has_nul() -> None:
-    base, why = await asyncio.to_thread(postgres_url)
-    if base is None:
-        pytest.skip(why)
-    schema = unique_name("nul")
+    base, schema = await postgres_schema("nul")
     store = PostgresStore(base, schema=schema)
     await store.open()
     try:
