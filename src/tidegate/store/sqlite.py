@@ -123,20 +123,17 @@ LogRow = tuple[str, str, int, int, bytes]  # generation id, kind, first seq, las
 
 def _log_rows(generation_id: str, runs: list[LogRun], deflate: bool) -> list[LogRow]:
     """One packed row per run (`logpack`), deflated or not."""
-    rows = []
-    for run in runs:
-        data = logpack.pack(run.first_seq, run.items)
-        rows.append((generation_id, run.kind, run.first_seq, run.last_seq, logpack.deflate(data) if deflate else data))
-    return rows
+    blobs = [logpack.pack(run.first_seq, run.items) for run in runs]
+    return _rows(generation_id, runs, [logpack.deflate(blob) for blob in blobs] if deflate else blobs)
 
 
 async def _deflated_log_rows(generation_id: str, runs: list[LogRun]) -> list[LogRow]:
     """`_log_rows(..., deflate=True)` from the event loop: a large run is deflated on a thread."""
-    rows = []
-    for run in runs:
-        data = await logpack.deflated(logpack.pack(run.first_seq, run.items))
-        rows.append((generation_id, run.kind, run.first_seq, run.last_seq, data))
-    return rows
+    return _rows(generation_id, runs, [await logpack.deflated(logpack.pack(run.first_seq, run.items)) for run in runs])
+
+
+def _rows(generation_id: str, runs: list[LogRun], blobs: list[bytes]) -> list[LogRow]:
+    return [(generation_id, run.kind, run.first_seq, run.last_seq, blob) for run, blob in zip(runs, blobs, strict=True)]
 
 
 def _stored_bytes(rows: list[LogRow]) -> int:
