@@ -3,6 +3,7 @@
     git worktree add /tmp/before <commit>
     .venv/bin/python bench/ab.py before=/tmp/before/src after=src                     # keyed, memory store
     .venv/bin/python bench/ab.py old=/tmp/before/src:keyed:file new=src:keyed:file new-keyless=src:keyless
+    .venv/bin/python bench/ab.py --mode complete --shape bench-20x0 memory=src:memory file=src:file
 
 Each variant is NAME=SRC[:keyed|keyless][:STORE]: a tidegate whose `tidegate` package comes from SRC
 (put first on PYTHONPATH), sent streams with a fresh Idempotency-Key each (keyed, the default) or
@@ -12,9 +13,10 @@ a key prefix of the variant's own, emptied first). All variants run at once, idl
 one under load; every alternation runs each once, the order reversed every other time. Pinned as
 `bench/run.py` pins: the gateways on CPU 0, the emulator and the load generator on CPU 1. Prints each
 run, then the medians: CPU per chunk (the gateway's, from /proc) and chunks/s, and the gateway's
-highest RSS over all runs. Made for judging a change on this shared VM, where the hour moves figures
-more than most changes do (bench/README.md, "Comparing two commits"); the numbers are not the bench's
-table.
+highest RSS over all runs. `--mode complete` sends non-stream requests instead, a closed loop of
+`--concurrency` for `--duration` seconds, and reports CPU per request and requests/s. Made for
+judging a change on this shared VM, where the hour moves figures more than most changes do
+(bench/README.md, "Comparing two commits"); the numbers are not the bench's table.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ class Variant:
     src: str
     keyed: bool
     store: str
-    runs: list[tuple[float, float, float]] = field(default_factory=list)  # CPU µs per chunk, chunks/s, peak MB
+    # CPU µs per chunk (per request), chunks/s (requests/s), peak MB
+    runs: list[tuple[float, float, float]] = field(default_factory=list)
 
 
 def parse_variant(spec: str) -> Variant:
@@ -82,9 +85,16 @@ def store_url(variant: Variant, workdir: Path) -> str:
 
 def load_args(service: gw.Service, variant: Variant, args: argparse.Namespace) -> list[str]:
     out = ["--url", service.url, "--api", "openai", "--model", args.shape, "--key", service.key]
-    out += ["--mode", "stream", "--concurrency", str(args.concurrency), "--requests", str(args.requests)]
+    out += ["--mode", args.mode, "--concurrency", str(args.concurrency)]
+    out += ["--requests", str(args.requests)] if args.mode == "stream" else ["--duration", str(args.duration)]
     out += ["--timeout", "300", "--watch", f"gw={service.pid}"]
     return out + (["--idempotency-keys"] if variant.keyed else [])
+
+
+def figures(mode: str, cpu: float, rate: float, peak: float) -> str:
+    unit = "chunk" if mode == "stream" else "request"
+    rate_name = "chunks/s" if mode == "stream" else "requests/s"
+    return f"CPU per {unit} {cpu:6.2f} µs  {rate_name} {rate:9,.0f}  RSS peak {peak:6.1f} MB"
 
 
 def main() -> int:
@@ -94,6 +104,8 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--requests", type=int, default=128, help="streams per run")
     ap.add_argument("--shape", default="bench-2000x0", help="the emulator's model: chunks x delay_ms")
+    ap.add_argument("--mode", choices=("stream", "complete"), default="stream")
+    ap.add_argument("--duration", type=float, default=5.0, help="complete mode: seconds per run")
     args = ap.parse_args()
     gw_cores, load_cores = ("0", "1") if (os.cpu_count() or 1) >= 2 else (None, None)
     workdir = Path(tempfile.mkdtemp(prefix="tidegate-ab-"))
@@ -115,23 +127,20 @@ def main() -> int:
                     print(f"{v.name}: {out.get('error') or out.get('errors')}", file=sys.stderr)
                     return 1
                 watch = out["watch"]["gw"]
-                cpu = watch["cpu_s"] * 1e6 / out["content_total"]
-                v.runs.append((cpu, float(out["content_per_s"]), watch["rss_peak_kb"] / 1024))
-                print(
-                    f"{i} {v.name:12s} CPU per chunk {cpu:6.2f} µs  chunks/s {v.runs[-1][1]:9,.0f}"
-                    f"  RSS peak {v.runs[-1][2]:6.1f} MB",
-                    flush=True,
-                )
+                if args.mode == "stream":
+                    cpu = watch["cpu_s"] * 1e6 / out["content_total"]
+                    v.runs.append((cpu, float(out["content_per_s"]), watch["rss_peak_kb"] / 1024))
+                else:
+                    cpu = watch["cpu_s"] * 1e6 / out["ok"]
+                    v.runs.append((cpu, float(out["requests_per_s"]), watch["rss_peak_kb"] / 1024))
+                print(f"{i} {v.name:12s} {figures(args.mode, *v.runs[-1])}", flush=True)
         print("medians:")
         for v in args.variants:
             cpu = statistics.median(run[0] for run in v.runs)
             rate = statistics.median(run[1] for run in v.runs)
             peak = max(run[2] for run in v.runs)
             kind = f"{'keyed' if v.keyed else 'keyless'}, {v.store}"
-            print(
-                f"  {v.name:12s} CPU per chunk {cpu:6.2f} µs  chunks/s {rate:9,.0f}"
-                f"  RSS peak {peak:6.1f} MB  ({kind}, {v.src})"
-            )
+            print(f"  {v.name:12s} {figures(args.mode, cpu, rate, peak)}  ({kind}, {v.src})")
     finally:
         for service in services.values():
             service.stop()
