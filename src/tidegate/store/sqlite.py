@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from . import logpack
 from .base import ApiKey, BeginResult, GenerationRecord, LogRun
+from .group_commit import GroupCommit, is_locked
 from .rows import FINAL_COLUMNS, GEN_COLUMNS, GEN_COUNT, final_params, key_from_row, record_from_row, record_params
 
 T = TypeVar("T")
@@ -83,13 +84,12 @@ _INSERT_LOG_BATCH = (
 # connection (a non-stream answer, a paced stream's last 200 ms); more (an unpaced long answer's
 # whole log) is written on the store thread, where it does not hold the loop up.
 _IN_PLACE_LOG_BYTES = 64 * 1024
-_SQLITE_BUSY = 5
-_SQLITE_LOCKED = 6
 # Checkpoints run on a thread and connection of their own, never on the store thread: a checkpoint
 # copies the WAL into the database and fsyncs both (milliseconds to hundreds of them on a VM's disk),
 # and a log write or a generation's final write queued behind it held that stream's ending up. One
 # starts after about this many WAL pages were written since the last one (SQLite's own
-# auto-checkpoint threshold; a loop commit counts `_PAGES_PER_COMMIT`, a log write its size). A
+# auto-checkpoint threshold; a loop commit counts `_PAGES_PER_COMMIT` and two more for each further
+# write it carries (`GroupCommit`), a log write its size). A
 # PASSIVE checkpoint never holds writers off, but under steady load it never catches up with the new
 # frames and the WAL would grow without end; a RESTART holds writers off until it is done (the
 # loop's writes queue on the store thread meanwhile), so the next write starts the WAL from its
@@ -153,15 +153,16 @@ class SQLiteStore:
 
     The event loop's own connection runs the short per-request statements (key lookup, the durable
     record before the upstream call, its final state) in place: a WAL commit with synchronous=NORMAL
-    is a write into the page cache, cheaper than a hop to a thread and back. That connection never
-    waits for a lock (busy_timeout 0) and never checkpoints: when another writer holds the lock (the
-    store thread's log flush, another worker process) the statement runs again on the store thread,
-    whose connection waits for it. A generation's last log entries go with its outcome, in one
-    transaction, in place up to 64 KiB. The running flushes of log batches, log reads, pruning and
-    recovery always run on the store thread. Checkpoints run on a third connection, on a thread of
-    their own (`_CHECKPOINT_PAGES`). An in-memory database has one connection, used in place for
-    everything (nothing on it can block); its logs are deflated before they are written, as the
-    file's and Redis's (it holds them in the gateway's RAM for `retention_hours`).
+    is a write into the page cache, cheaper than a hop to a thread and back. The writes asked for in
+    one loop iteration share one transaction (`GroupCommit`). That connection never waits for a lock
+    (busy_timeout 0) and never checkpoints: when another writer holds the lock (the store thread's log
+    flush, another worker process) the batch runs on the store thread, whose connection waits for
+    it. A generation's last log entries go with its outcome, in one transaction, in place up to 64
+    KiB. The running flushes of log batches, log reads, pruning and recovery always run on the store
+    thread. Checkpoints run on a third connection, on a thread of their own (`_CHECKPOINT_PAGES`). An
+    in-memory database has one connection, used in place for everything (nothing on it can block;
+    a commit costs nothing to group); its logs are deflated before they are written, as the file's
+    and Redis's (it holds them in the gateway's RAM for `retention_hours`).
     """
 
     def __init__(self, url: str) -> None:
@@ -175,6 +176,7 @@ class SQLiteStore:
         self._pages_written = 0  # (estimated) since the last checkpoint started
         self._checkpointing = False
         self._checkpoints = 0
+        self._commits = GroupCommit(self._loop_db, self._db, self._executor, self._committed)
 
     def _connect(self, busy_timeout_ms: int, autocheckpoint: bool) -> sqlite3.Connection:
         if not self._memory:
@@ -215,17 +217,25 @@ class SQLiteStore:
         size: int = await self._run(write)
         self._written(size // _PAGE_BYTES + _PAGES_PER_COMMIT)
 
-    async def _quick(self, fn: Any, write: bool = True) -> Any:
+    async def _read(self, fn: Any) -> Any:
         """`fn(connection)` on the event loop's connection; on the store thread when it is locked."""
         try:
-            result = fn(self._loop_db())
+            return fn(self._loop_db())
         except sqlite3.OperationalError as exc:
-            if self._memory or (getattr(exc, "sqlite_errorcode", 0) & 0xFF) not in (_SQLITE_BUSY, _SQLITE_LOCKED):
+            if self._memory or not is_locked(exc):
                 raise
             return await self._run(lambda: fn(self._db()))
-        if write:
-            self._written(_PAGES_PER_COMMIT)
+
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn(connection)` committed in a transaction: in memory in place, else with the other writes
+        of this loop iteration (`GroupCommit`)."""
+        if self._memory:
+            return _immediate(self._db(), fn)
+        result: T = await self._commits.write(fn)
         return result
+
+    def _committed(self, writes: int) -> None:
+        self._written(_PAGES_PER_COMMIT + 2 * (writes - 1))
 
     def _written(self, pages: int) -> None:
         """Count WAL pages written (on the loop); start a checkpoint when enough have piled up."""
@@ -308,7 +318,7 @@ class SQLiteStore:
             ).fetchone()
             return key_from_row(row) if row else None
 
-        result: ApiKey | None = await self._quick(_find, write=False)
+        result: ApiKey | None = await self._read(_find)
         return result
 
     def list_keys_sync(self) -> list[ApiKey]:
@@ -346,7 +356,7 @@ class SQLiteStore:
         def _add(db: sqlite3.Connection) -> None:
             db.execute("UPDATE api_keys SET spent = spent + ? WHERE id = ?", (cost, key_id))
 
-        await self._quick(_add)
+        await self._write(_add)
 
     # --- generations ------------------------------------------------------------------------------
     async def create_generation(self, record: GenerationRecord) -> None:
@@ -355,37 +365,34 @@ class SQLiteStore:
         def _insert(db: sqlite3.Connection) -> None:
             db.execute(_INSERT_GENERATION, params)
 
-        await self._quick(_insert)
+        await self._write(_insert)
 
     async def update_generation(self, record: GenerationRecord, log: list[LogRun] | None = None) -> None:
         params = final_params(record)
         runs = [run for run in log or () if run.items]
 
+        def _deflated(runs: list[LogRun]) -> list[LogRow]:
+            return _log_rows(record.id, runs, True)
+
         def _update(db: sqlite3.Connection, rows: list[LogRow]) -> int:
-            """The outcome, with the log's rows in the same transaction: the bytes stored."""
-            if not rows:
-                db.execute(_UPDATE_GENERATION, params)
-                return 0
-
-            def _log_and_outcome(db: sqlite3.Connection) -> None:
+            """The outcome, with the log's rows (in the caller's transaction): the bytes stored."""
+            if rows:
                 db.executemany(_INSERT_LOG_BATCH, rows)
-                db.execute(_UPDATE_GENERATION, params)
-
-            _immediate(db, _log_and_outcome)
+            db.execute(_UPDATE_GENERATION, params)
             return _stored_bytes(rows)
 
         if self._memory:
             rows = await _deflated_log_rows(record.id, runs)
-            await self._quick(lambda db: _update(db, rows))
+            await self._write(lambda db: _update(db, rows))
         elif sum(len(item) for run in runs for item in run.items) > _IN_PLACE_LOG_BYTES:
             # a long answer's log: packed, deflated and written on the store thread
-            await self._write_log(lambda: _update(self._db(), _log_rows(record.id, runs, True)))
+            await self._write_log(lambda: _immediate(self._db(), lambda db: _update(db, _deflated(runs))))
         else:
-            stored: int = await self._quick(lambda db: _update(db, _log_rows(record.id, runs, False)))
+            stored = await self._write(lambda db: _update(db, _log_rows(record.id, runs, False)))
             self._written(stored // _PAGE_BYTES)
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None:
-        result: GenerationRecord | None = await self._quick(lambda db: _get_record(db, generation_id), write=False)
+        result: GenerationRecord | None = await self._read(lambda db: _get_record(db, generation_id))
         return result
 
     async def mark_interrupted(self, owner: str) -> int:
@@ -416,10 +423,10 @@ class SQLiteStore:
         params = record_params(record)
 
         def _begin(db: sqlite3.Connection) -> BeginResult:
-            if record.idempotency_key is None:  # nothing to check: one autocommitted insert
+            if record.idempotency_key is None:  # nothing to check
                 db.execute(_INSERT_GENERATION, params)
                 return BeginResult("created", record)
-            return _immediate(db, _check_and_insert)
+            return _check_and_insert(db)
 
         def _check_and_insert(db: sqlite3.Connection) -> BeginResult:
             row = db.execute(
@@ -441,7 +448,7 @@ class SQLiteStore:
             db.execute(_INSERT_GENERATION, params)
             return BeginResult("created", record)
 
-        result: BeginResult = await self._quick(_begin)
+        result: BeginResult = await self._write(_begin)
         return result
 
     async def find_idempotent(self, key_id: str, idempotency_key: str) -> GenerationRecord | None:
@@ -451,7 +458,7 @@ class SQLiteStore:
             ).fetchone()
             return _get_record(db, row[0]) if row else None
 
-        result: GenerationRecord | None = await self._quick(_find, write=False)
+        result: GenerationRecord | None = await self._read(_find)
         return result
 
     async def append_log(self, generation_id: str, runs: list[LogRun]) -> None:
