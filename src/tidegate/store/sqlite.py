@@ -13,64 +13,9 @@ from . import logpack
 from .base import ApiKey, BeginResult, GenerationRecord, LogRun
 from .group_commit import GroupCommit, is_locked
 from .rows import FINAL_COLUMNS, GEN_COLUMNS, GEN_COUNT, final_params, key_from_row, record_from_row, record_params
+from .sqlite_schema import SCHEMA
 
 T = TypeVar("T")
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS api_keys (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    secret_hash TEXT NOT NULL UNIQUE,
-    created_at REAL NOT NULL,
-    credits REAL,
-    spent REAL NOT NULL DEFAULT 0,
-    revoked INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS generations (
-    id TEXT PRIMARY KEY,
-    key_id TEXT NOT NULL,
-    model TEXT NOT NULL,
-    door TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    status TEXT NOT NULL,
-    idempotency_key TEXT,
-    request_hash TEXT,
-    provider TEXT,
-    served_model TEXT,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    finish_reason TEXT,
-    usage TEXT NOT NULL DEFAULT '{}',
-    usage_estimated INTEGER NOT NULL DEFAULT 0,
-    cost REAL NOT NULL DEFAULT 0,
-    output_text TEXT NOT NULL DEFAULT '',
-    error TEXT,
-    ttft_ms REAL,
-    duration_ms REAL,
-    owner TEXT NOT NULL DEFAULT ''
-);
-DROP INDEX IF EXISTS generations_status;
-CREATE INDEX IF NOT EXISTS generations_created ON generations(created_at);
-CREATE TABLE IF NOT EXISTS instance_starts (
-    owner TEXT PRIMARY KEY,
-    last_rowid INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS idempotency (
-    key_id TEXT NOT NULL,
-    idem_key TEXT NOT NULL,
-    generation_id TEXT NOT NULL,
-    request_hash TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    PRIMARY KEY (key_id, idem_key)
-);
-CREATE TABLE IF NOT EXISTS generation_log_batches (
-    generation_id TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    first_seq INTEGER NOT NULL,
-    last_seq INTEGER NOT NULL,
-    data BLOB NOT NULL,
-    PRIMARY KEY (generation_id, kind, first_seq)
-);
-"""
 
 _INSERT_GENERATION = f"INSERT INTO generations ({GEN_COLUMNS}) VALUES ({', '.join('?' * GEN_COUNT)})"
 _UPDATE_GENERATION = (
@@ -94,11 +39,14 @@ _IN_PLACE_LOG_BYTES = 64 * 1024
 # frames and the WAL would grow without end; a RESTART holds writers off until it is done (the
 # loop's writes queue on the store thread meanwhile), so the next write starts the WAL from its
 # beginning again. Every tenth checkpoint restarts, right after a passive one: it has only the last
-# few frames to copy and hold writers off for.
+# few frames to copy and hold writers off for; so does any checkpoint that finds the WAL longer than
+# `_RESTART_FRAMES` (on a slow disk fewer checkpoints start, and a restart that found a writer
+# busy for its whole timeout did not happen: the WAL's length bounds it either way).
 _CHECKPOINT_PAGES = 1000
 _PAGES_PER_COMMIT = 5
 _PAGE_BYTES = 4096
 _RESTART_EVERY = 10
+_RESTART_FRAMES = 6 * _CHECKPOINT_PAGES
 
 
 def _get_record(db: sqlite3.Connection, generation_id: str) -> GenerationRecord | None:
@@ -192,7 +140,7 @@ class SQLiteStore:
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
             conn = self._connect(5000, self._memory)
-            conn.executescript(_SCHEMA)
+            conn.executescript(SCHEMA)
             self._conn = conn
         return self._conn
 
@@ -253,9 +201,9 @@ class SQLiteStore:
             if self._checkpoint_conn is None:
                 self._checkpoint_conn = self._connect(5000, False)
             db = self._checkpoint_conn
-            db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            _, wal_frames, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             self._checkpoints += 1
-            if self._checkpoints % _RESTART_EVERY == 0:
+            if self._checkpoints % _RESTART_EVERY == 0 or wal_frames >= _RESTART_FRAMES:
                 db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
         except sqlite3.Error:
             pass  # the next one catches up
