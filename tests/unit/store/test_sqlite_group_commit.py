@@ -35,11 +35,24 @@ def _status(path: Path, generation_id: str) -> str | None:
         other.close()
 
 
-async def test_the_writes_of_one_loop_iteration_share_one_commit(tmp_path: Path) -> None:
-    path = tmp_path / "t.db"
+async def _store_with(path: Path, first_id: str) -> SQLiteStore:
+    """A file store, open, with one record written (the loop's connection exists)."""
     store = SQLiteStore(f"sqlite:///{path}")
     await store.open()
-    await store.begin_generation(_record("first", idem="first"))
+    await store.begin_generation(_record(first_id))
+    return store
+
+
+def _lock(path: Path) -> sqlite3.Connection:
+    """Another writer (another process) holding the database's write lock until it commits."""
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    return other
+
+
+async def test_the_writes_of_one_loop_iteration_share_one_commit(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    store = await _store_with(path, "first")
     before = _wal_frames(path)
     results = await asyncio.gather(*(store.begin_generation(_record(f"g{i}", idem=f"i{i}")) for i in range(64)))
     frames = _wal_frames(path) - before
@@ -52,9 +65,7 @@ async def test_the_writes_of_one_loop_iteration_share_one_commit(tmp_path: Path)
 
 async def test_a_failing_write_fails_alone(tmp_path: Path) -> None:
     path = tmp_path / "t.db"
-    store = SQLiteStore(f"sqlite:///{path}")
-    await store.open()
-    await store.begin_generation(_record("taken"))
+    store = await _store_with(path, "taken")
     results = await asyncio.gather(
         store.begin_generation(_record("a", idem="a")),
         store.begin_generation(_record("taken")),  # the same id again: the insert fails
@@ -72,11 +83,8 @@ async def test_while_a_batch_waits_on_the_store_thread_the_next_ones_go_after_it
     thread) lands after it, even when the lock is free again by then: run in place first, the
     outcome's UPDATE would find no record and the generation would stay in_progress."""
     path = tmp_path / "t.db"
-    store = SQLiteStore(f"sqlite:///{path}")
-    await store.open()
-    await store.begin_generation(_record("warm"))  # the loop's connection exists
-    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    other.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+    store = await _store_with(path, "warm")
+    other = _lock(path)
     thread_free = threading.Event()
     blocker = asyncio.get_running_loop().run_in_executor(store._executor, thread_free.wait, 10)
     begin = asyncio.ensure_future(store.begin_generation(_record("g")))
@@ -97,11 +105,8 @@ async def test_while_a_batch_waits_on_the_store_thread_the_next_ones_go_after_it
 
 async def test_a_cancelled_caller_hears_of_it_once_its_write_is_committed(tmp_path: Path) -> None:
     path = tmp_path / "t.db"
-    store = SQLiteStore(f"sqlite:///{path}")
-    await store.open()
-    await store.begin_generation(_record("warm"))
-    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    other.execute("BEGIN IMMEDIATE")
+    store = await _store_with(path, "warm")
+    other = _lock(path)
 
     def release() -> None:
         time.sleep(0.3)
