@@ -14,8 +14,9 @@ import contextlib
 import sqlite3
 from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, TypeVar
 
+T = TypeVar("T")
 Write = Callable[[sqlite3.Connection], Any]
 Outcome = tuple[bool, Any]  # (True, what the write returned) or (False, the exception it raised)
 
@@ -28,44 +29,43 @@ def is_locked(exc: sqlite3.OperationalError) -> bool:
     return (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (_SQLITE_BUSY, _SQLITE_LOCKED)
 
 
+def immediate(db: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """`fn(db)` in one BEGIN IMMEDIATE transaction: committed, or rolled back when it raises."""
+    db.execute("BEGIN IMMEDIATE")  # (outside the try: a locked database has nothing to roll back)
+    try:
+        result = fn(db)
+        db.execute("COMMIT")
+        return result
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
 def commit_together(db: sqlite3.Connection, writes: list[Write]) -> list[Outcome]:
-    """Every write in one BEGIN IMMEDIATE transaction, in order; each one's outcome.
+    """Every write in one transaction, in order; each one's outcome.
 
     When one raises (or the commit does), the transaction is rolled back and they run again in one
     transaction with a savepoint each, so a write's failure is its own and the others commit. An
     OperationalError from a BEGIN (the database is locked) propagates with nothing written.
     """
-    db.execute("BEGIN IMMEDIATE")
     try:
-        results = [write(db) for write in writes]
-        db.execute("COMMIT")
-        return [(True, result) for result in results]
-    except BaseException as exc:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        if not isinstance(exc, Exception) or len(writes) == 1:
+        return [(True, result) for result in immediate(db, lambda db: [write(db) for write in writes])]
+    except Exception:
+        if len(writes) == 1:
             raise
-    return _commit_each_alone(db, writes)
+    return immediate(db, lambda db: [_in_savepoint(db, write) for write in writes])
 
 
-def _commit_each_alone(db: sqlite3.Connection, writes: list[Write]) -> list[Outcome]:
-    db.execute("BEGIN IMMEDIATE")
-    outcomes: list[Outcome] = []
+def _in_savepoint(db: sqlite3.Connection, write: Write) -> Outcome:
+    db.execute("SAVEPOINT one_write")
     try:
-        for write in writes:
-            db.execute("SAVEPOINT one_write")
-            try:
-                outcomes.append((True, write(db)))
-            except Exception as exc:
-                db.execute("ROLLBACK TO one_write")
-                outcomes.append((False, exc))
-            db.execute("RELEASE one_write")
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
-    return outcomes
+        outcome: Outcome = (True, write(db))
+    except Exception as exc:
+        db.execute("ROLLBACK TO one_write")
+        outcome = (False, exc)
+    db.execute("RELEASE one_write")
+    return outcome
 
 
 class _Batch:

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from . import logpack
 from .base import ApiKey, BeginResult, GenerationRecord, LogRun
-from .group_commit import GroupCommit, is_locked
+from .group_commit import GroupCommit, immediate, is_locked
 from .rows import FINAL_COLUMNS, GEN_COLUMNS, GEN_COUNT, final_params, key_from_row, record_from_row, record_params
 from .sqlite_schema import SCHEMA
 
@@ -52,18 +52,6 @@ _RESTART_FRAMES = 6 * _CHECKPOINT_PAGES
 def _get_record(db: sqlite3.Connection, generation_id: str) -> GenerationRecord | None:
     row = db.execute(f"SELECT {GEN_COLUMNS} FROM generations WHERE id = ?", (generation_id,)).fetchone()
     return record_from_row(row) if row else None
-
-
-def _immediate(db: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
-    """`fn(db)` in one BEGIN IMMEDIATE transaction: committed, or rolled back when it raises."""
-    db.execute("BEGIN IMMEDIATE")  # (outside the try: a busy database has nothing to roll back)
-    try:
-        result = fn(db)
-        db.execute("COMMIT")
-        return result
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
 
 
 LogRow = tuple[str, str, int, int, bytes]  # generation id, kind, first seq, last seq, data
@@ -178,7 +166,7 @@ class SQLiteStore:
         """`fn(connection)` committed in a transaction: in memory in place, else with the other writes
         of this loop iteration (`GroupCommit`)."""
         if self._memory:
-            return _immediate(self._db(), fn)
+            return immediate(self._db(), fn)
         result: T = await self._commits.write(fn)
         return result
 
@@ -319,9 +307,6 @@ class SQLiteStore:
         params = final_params(record)
         runs = [run for run in log or () if run.items]
 
-        def _deflated(runs: list[LogRun]) -> list[LogRow]:
-            return _log_rows(record.id, runs, True)
-
         def _update(db: sqlite3.Connection, rows: list[LogRow]) -> int:
             """The outcome, with the log's rows (in the caller's transaction): the bytes stored."""
             if rows:
@@ -334,7 +319,10 @@ class SQLiteStore:
             await self._write(lambda db: _update(db, rows))
         elif sum(len(item) for run in runs for item in run.items) > _IN_PLACE_LOG_BYTES:
             # a long answer's log: packed, deflated and written on the store thread
-            await self._write_log(lambda: _immediate(self._db(), lambda db: _update(db, _deflated(runs))))
+            def _on_thread() -> int:
+                return immediate(self._db(), lambda db: _update(db, _log_rows(record.id, runs, True)))
+
+            await self._write_log(_on_thread)
         else:
             stored = await self._write(lambda db: _update(db, _log_rows(record.id, runs, False)))
             self._written(stored // _PAGE_BYTES)
@@ -364,7 +352,7 @@ class SQLiteStore:
             )
             return cur.rowcount
 
-        return int(await self._run(lambda: _immediate(self._db(), _mark)))
+        return int(await self._run(lambda: immediate(self._db(), _mark)))
 
     # --- idempotency and logs ---------------------------------------------------------------------
     async def begin_generation(self, record: GenerationRecord) -> BeginResult:
@@ -452,4 +440,4 @@ class SQLiteStore:
             )
             return cur.rowcount
 
-        return int(await self._run(lambda: _immediate(self._db(), _prune)))
+        return int(await self._run(lambda: immediate(self._db(), _prune)))
