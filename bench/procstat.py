@@ -42,6 +42,21 @@ def tree(root: int) -> list[int]:
     return out
 
 
+def worker_pids(root: int) -> list[int]:
+    """The worker processes of a multiprocess server (`tidegate serve --workers N`, uvicorn's own):
+    the root's children started by multiprocessing's spawn, not its resource tracker."""
+    out = []
+    for pid in tree(root)[1:]:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if b"spawn_main" in cmdline:
+            out.append(pid)
+    return out
+
+
 def cpu_seconds(pids: list[int]) -> float:
     ticks = 0
     for pid in pids:

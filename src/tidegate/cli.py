@@ -9,13 +9,14 @@ import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import click
 
 from .config import Config, load_config
 from .errors import ConfigError
 from .keys import make_key
+from .server.workers import Supervisor, claim_port, reuse_port_supported
 from .store.base import GenerationStore, open_store
 
 T = TypeVar("T")
@@ -81,26 +82,31 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
     host = host or config.server.host
     port = config.server.port if port is None else port
     workers = workers or config.server.workers
+    # several workers: a listening socket each (server/workers.py); the port is claimed before the
+    # store is touched, so a second gateway on a taken port fails before it marks anything interrupted
+    claimed = claim_port(host, port) if workers > 1 and reuse_port_supported() else None
+    if claimed is not None:
+        port = claimed.getsockname()[1]
     os.environ["TIDEGATE_INSTANCE"] = f"{socket.gethostname()}:{port}"
     created = asyncio.run(_prepare_store(config, os.environ["TIDEGATE_INSTANCE"], _is_loopback(host)))
     if created is not None:
         click.echo("No API key was configured; created one for this gateway (shown only once):")
         click.echo(created)
         sys.stdout.flush()
-    uvicorn.run(
-        "tidegate.server.factory:create_app",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        loop="uvloop",
-        http="httptools",
-        lifespan="on",
-        access_log=False,
-        proxy_headers=False,  # nothing reads the client address or scheme: skip the per-request rewrite
-        log_level="warning",
-        timeout_graceful_shutdown=5,
-    )
+    options: dict[str, Any] = {
+        "app": "tidegate.server.factory:create_app",
+        "factory": True,
+        "loop": "uvloop",
+        "http": "httptools",
+        "lifespan": "on",
+        "access_log": False,
+        "proxy_headers": False,  # nothing reads the client address or scheme: skip the per-request rewrite
+        "log_level": "warning",
+        "timeout_graceful_shutdown": 5,
+    }
+    if claimed is not None:
+        sys.exit(Supervisor(options, claimed, workers).run())
+    uvicorn.run(host=host, port=port, workers=workers, **options)
 
 
 @main.group()

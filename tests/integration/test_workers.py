@@ -1,0 +1,161 @@
+"""`tidegate serve --workers N`: a listening socket per worker, connections spread over them, a dead
+worker replaced, a taken port refused, SIGTERM stopping them all. Real processes; who owns which
+socket is read from /proc (Linux, where the workers listen with SO_REUSEPORT)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from helpers import ServerProcess, free_port, sqlite_url, start_server
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="reads /proc; SO_REUSEPORT spreading is Linux's"
+)
+
+_LISTEN, _ESTABLISHED = "0A", "01"
+
+
+def store_only_config(workdir: Path) -> str:
+    return f'[server]\nhost = "127.0.0.1"\n[store]\nurl = "{sqlite_url(workdir)}"\n'
+
+
+def children(pid: int) -> list[int]:
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out += [int(c) for c in (task / "children").read_text().split()]
+    return out
+
+
+def socket_inodes(pid: int) -> set[int]:
+    inodes: set[int] = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(int(target[8:-1]))
+    return inodes
+
+
+def tcp_sockets(port: int) -> list[tuple[str, int, int]]:
+    """(state, remote port, inode) of every IPv4 TCP socket whose local port is `port`."""
+    out = []
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local_port = int(fields[1].split(":")[1], 16)
+        if local_port == port:
+            out.append((fields[3], int(fields[2].split(":")[1], 16), int(fields[9])))
+    return out
+
+
+def listeners(server: ServerProcess, port: int) -> dict[int, set[int]]:
+    """Each process of the server (the parent and its children) -> the listening sockets it holds."""
+    listening = {inode for state, _, inode in tcp_sockets(port) if state == _LISTEN}
+    out: dict[int, set[int]] = {}
+    for pid in [server.proc.pid, *children(server.proc.pid)]:
+        try:
+            held = socket_inodes(pid) & listening
+        except FileNotFoundError:  # gone meanwhile
+            continue
+        if held:
+            out[pid] = held
+    return out
+
+
+def wait_for_workers(server: ServerProcess, port: int, count: int, timeout: float = 60) -> dict[int, set[int]]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = listeners(server, port)
+        if len(found) == count:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"expected {count} listening workers, found {listeners(server, port)}:\n{server.log()}")
+
+
+def port_of(server: ServerProcess) -> int:
+    return int(server.base_url.rsplit(":", 1)[1])
+
+
+def test_each_worker_listens_on_its_own_socket_and_connections_spread(tmp_path: Path) -> None:
+    server = start_server(tmp_path, store_only_config(tmp_path), args=["--workers", "2"])
+    port = port_of(server)
+    clients: list[socket.socket] = []
+    try:
+        workers = wait_for_workers(server, port, 2)
+        assert server.proc.pid not in workers  # the parent holds the port without listening
+        first, second = workers.values()
+        assert first.isdisjoint(second)  # two sockets, not one shared (uvicorn's own --workers)
+        for _ in range(40):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200")  # accepted and answered: kept alive
+            clients.append(sock)
+        ours = {c.getsockname()[1] for c in clients}
+        accepted = {inode: remote for state, remote, inode in tcp_sockets(port) if state == _ESTABLISHED}
+        per_worker = {pid: sum(1 for i in socket_inodes(pid) if accepted.get(i) in ours) for pid in workers}
+        assert sum(per_worker.values()) == 40
+        # the kernel hashes each connection to a socket: 8 or fewer of 40 on one side is a 1-in-10^5 event
+        assert min(per_worker.values()) > 8, per_worker
+    finally:
+        for sock in clients:
+            sock.close()
+        server.stop()
+
+
+def test_a_dead_worker_is_replaced(tmp_path: Path) -> None:
+    server = start_server(tmp_path, store_only_config(tmp_path), args=["--workers", "2"])
+    port = port_of(server)
+    try:
+        victim = min(wait_for_workers(server, port, 2))
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            found = listeners(server, port)
+            if len(found) == 2 and victim not in found:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"no worker replaced {victim}: {listeners(server, port)}\n{server.log()}")
+        for _ in range(20):  # fresh connections, whichever worker takes them
+            assert httpx.get(server.base_url + "/healthz", timeout=10).status_code == 200
+        assert f"worker {victim} exited" in server.log()
+        assert server.proc.poll() is None
+    finally:
+        server.stop()
+
+
+def test_sigterm_stops_every_worker(tmp_path: Path) -> None:
+    server = start_server(tmp_path, store_only_config(tmp_path), args=["--workers", "2"])
+    port = port_of(server)
+    workers = wait_for_workers(server, port, 2)
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(timeout=30) == 0
+    for pid in workers:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_a_taken_port_is_refused_before_the_store_is_touched(tmp_path: Path) -> None:
+    port = free_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        server = start_server(
+            tmp_path, store_only_config(tmp_path), args=["--workers", "2"], port=port, wait_ready=False
+        )
+        try:
+            assert server.proc.wait(timeout=30) != 0
+        finally:
+            server.stop()
+    assert f"cannot listen on 127.0.0.1:{port}: the address is in use" in server.log()
+    assert not (tmp_path / "tidegate.db").exists()
