@@ -121,10 +121,6 @@ class Supervisor:
         self._stop_signal: int | None = None
         self._reload = False
 
-    @property
-    def port(self) -> int:
-        return int(self._port)
-
     def _start_one(self) -> Worker:
         serving = self._context.Event()
         process = self._context.Process(target=_worker_main, args=(self._options, self._host, self._port, serving))
@@ -155,7 +151,7 @@ class Supervisor:
                     code = STARTUP_FAILURE
                     break
         finally:
-            self._stop_all()
+            _stop(self._workers)
             self._claimed.close()
         return code
 
@@ -201,9 +197,6 @@ class Supervisor:
             _stop([old])
             self._workers[i] = new
         click.echo(f"tidegate: reloaded: workers {', '.join(str(w.process.pid) for w in self._workers)}", err=True)
-
-    def _stop_all(self) -> None:
-        _stop(self._workers)
 
 
 def _stop(workers: list[Worker]) -> None:
