@@ -25,6 +25,7 @@ serve: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests $(wildcard bench)
+	$(BIN)/ruff format --check src tests $(wildcard bench)
 	$(BIN)/mypy --strict src
 
 test: $(STAMP) lint

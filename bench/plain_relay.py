@@ -69,8 +69,17 @@ def main() -> None:
     ap.add_argument("--upstream-key", default="sk-bench-upstream-key")
     args = ap.parse_args()
     app = PlainRelay(args.upstream, args.upstream_key)
-    uvicorn.run(app, host="127.0.0.1", port=args.port, loop="uvloop", http="httptools", log_level="warning",
-                access_log=False, lifespan="on", timeout_keep_alive=60)
+    uvicorn.run(
+        app,
+        host="127.0.0.1",
+        port=args.port,
+        loop="uvloop",
+        http="httptools",
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_keep_alive=60,
+    )
 
 
 if __name__ == "__main__":

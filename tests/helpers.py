@@ -174,7 +174,8 @@ class RawStream:
         head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
         self.sock.sendall(
             f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{head}"
-            f"Content-Length: {len(raw)}\r\n\r\n".encode() + raw
+            f"Content-Length: {len(raw)}\r\n\r\n".encode()
+            + raw
         )
         self._buf = b""
         self.headers: dict[str, str] = {}

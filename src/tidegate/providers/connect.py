@@ -95,9 +95,7 @@ class Connector:
         self._dns[(host, port)] = (now + DNS_TTL_S, addresses)
         return addresses
 
-    async def _connect(
-        self, factory: Callable[[], P], host: str, port: int, tls: bool
-    ) -> tuple[asyncio.Transport, P]:
+    async def _connect(self, factory: Callable[[], P], host: str, port: int, tls: bool) -> tuple[asyncio.Transport, P]:
         addresses = await self._resolve(host, port)
         attempts: list[asyncio.Task[tuple[asyncio.Transport, P]]] = []
         errors: list[str] = []

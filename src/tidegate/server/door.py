@@ -210,6 +210,7 @@ async def drive_json(req: Request, gen: Generation, builder: JsonBuilder) -> Non
             observe(event)
             add(event)
         return True
+
     try:
         async with contextlib.aclosing(gen.items()) as items:
             async for item in items:
