@@ -105,7 +105,7 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
         "timeout_graceful_shutdown": 5,
     }
     if claimed is not None:
-        sys.exit(Supervisor(options, claimed, workers).run())
+        sys.exit(Supervisor(options, claimed, workers, config.server.worker_timeout_s).run())
     uvicorn.run(host=host, port=port, workers=workers, **options)
 
 

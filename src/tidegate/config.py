@@ -29,6 +29,7 @@ class ServerConfig:
     connect_timeout_s: float = 10.0
     max_body_bytes: int = 4 * 1024 * 1024
     workers: int = 1
+    worker_timeout_s: float = 30.0  # --workers N: a worker whose event loop is silent this long is replaced
     max_partial_image_bytes: int = 8 * 1024 * 1024  # decoded bytes of one partial image from an upstream
     max_image_bytes: int = 48 * 1024 * 1024  # decoded bytes of one final image from an upstream
 
@@ -110,8 +111,15 @@ def _typed(where: str, value: Any, kind: type | tuple[type, ...], what: str) -> 
 
 def _positive(where: str, value: Any) -> float:
     num = float(_typed(where, value, (int, float), "a number"))
-    if num <= 0:
+    if not num > 0:  # nan too
         raise ConfigError(f"{where}: must be > 0, got {value}")
+    return num
+
+
+def _not_negative(where: str, value: Any) -> float:
+    num = float(_typed(where, value, (int, float), "a number"))
+    if not num >= 0:  # nan too
+        raise ConfigError(f"{where}: must be >= 0, got {value}")
     return num
 
 
@@ -138,6 +146,7 @@ def _parse_server(raw: dict[str, Any]) -> ServerConfig:
         connect_timeout_s=_positive("server.connect_timeout_s", raw.get("connect_timeout_s", d.connect_timeout_s)),
         max_body_bytes=int(_positive("server.max_body_bytes", raw.get("max_body_bytes", d.max_body_bytes))),
         workers=int(_positive("server.workers", raw.get("workers", d.workers))),
+        worker_timeout_s=_not_negative("server.worker_timeout_s", raw.get("worker_timeout_s", d.worker_timeout_s)),
         max_partial_image_bytes=int(
             _positive("server.max_partial_image_bytes", raw.get("max_partial_image_bytes", d.max_partial_image_bytes))
         ),

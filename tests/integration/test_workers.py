@@ -134,6 +134,55 @@ def test_a_dead_worker_is_replaced(tmp_path: Path) -> None:
         server.stop()
 
 
+def test_a_worker_whose_event_loop_stops_is_replaced(tmp_path: Path) -> None:
+    """SIGSTOP freezes a worker as a blocked event loop would: its heartbeat stops, and after
+    `server.worker_timeout_s` the parent kills it and starts another; the busy one is left alone."""
+    config = store_only_config(tmp_path).replace("[server]\n", "[server]\nworker_timeout_s = 2\n")
+    server = start_server(tmp_path, config, args=["--workers", "2"])
+    port = port_of(server)
+    try:
+        victim, other = sorted(wait_for_workers(server, port, 2))
+        os.kill(victim, signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        deadline = stopped_at + 30
+        while time.monotonic() < deadline:
+            found = listeners(server, port)
+            if len(found) == 2 and victim not in found:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"stopped worker {victim} not replaced: {listeners(server, port)}\n{server.log()}")
+        assert time.monotonic() - stopped_at >= 2  # not before its timeout
+        assert other in found  # the worker whose loop kept running stays
+        assert f"worker {victim}'s event loop has not run for" in server.log()
+        assert f"worker {victim} exited (code -9)" in server.log()
+        for _ in range(20):
+            assert httpx.get(server.base_url + "/healthz", timeout=10).status_code == 200
+        assert server.proc.poll() is None
+    finally:
+        server.stop()
+
+
+def test_sigusr1_writes_a_workers_stacks_and_it_keeps_serving(tmp_path: Path) -> None:
+    """What the parent sends a hung worker before killing it: every thread's stack to the log."""
+    server = start_server(tmp_path, store_only_config(tmp_path), args=["--workers", "2"])
+    port = port_of(server)
+    try:
+        worker = min(wait_for_workers(server, port, 2))
+        os.kill(worker, signal.SIGUSR1)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and "(most recent call first)" not in server.log():
+            time.sleep(0.1)
+        log = server.log()
+        assert "(most recent call first)" in log and "in _worker_main" in log, log
+        time.sleep(0.5)
+        assert worker in wait_for_workers(server, port, 2)  # still the same process, still listening
+        for _ in range(10):
+            assert httpx.get(server.base_url + "/healthz", timeout=10).status_code == 200
+    finally:
+        server.stop()
+
+
 def test_sigterm_stops_every_worker(tmp_path: Path) -> None:
     server = start_server(tmp_path, store_only_config(tmp_path), args=["--workers", "2"])
     port = port_of(server)

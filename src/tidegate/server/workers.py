@@ -13,11 +13,19 @@ workers keep dying young), one that fails at startup stops the whole server (exi
 uvicorn), SIGHUP replaces the workers one at a time (each new one serving before its old one is
 stopped: a config file edited meanwhile takes effect), SIGINT/SIGTERM stop the workers gracefully
 and then the parent.
+
+A worker whose event loop stops running is replaced too: each worker's loop stamps a heartbeat in
+shared memory every second, and one silent for `server.worker_timeout_s` gets SIGUSR1 (its threads'
+stacks go to the log: where the loop is stuck), then SIGKILL, and a successor. uvicorn's supervisor
+answered its pings from a thread of the worker, which sees a dead or stopped process but not a loop
+that a blocking call holds.
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
+import faulthandler
 import multiprocessing
 import os
 import signal
@@ -28,7 +36,7 @@ import time
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from multiprocessing.synchronize import Event
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import click
 
@@ -37,6 +45,19 @@ _YOUNG_S = 5.0  # a worker that dies younger than this is restarted after a grow
 _MAX_PAUSE_S = 10.0
 _STOP_GRACE_S = 15.0  # after SIGTERM a worker gets this long (its own graceful timeout is shorter)
 _READY_TIMEOUT_S = 120.0  # a reload gives up on a new worker that is not serving by then
+_BEAT_S = 1.0  # a worker's loop stamps its heartbeat this often
+_STACKS_S = 0.5  # after SIGUSR1 a hung worker gets this long to write its stacks before SIGKILL
+
+
+class Heartbeat(Protocol):
+    """A `multiprocessing` shared double: the monotonic time a worker's loop last ran (0: not yet)."""
+
+    value: float
+
+
+def _beat(loop: asyncio.AbstractEventLoop, heartbeat: Heartbeat) -> None:
+    heartbeat.value = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process (Linux)
+    loop.call_later(_BEAT_S, _beat, loop, heartbeat)
 
 
 def reuse_port_supported() -> bool:
@@ -77,10 +98,13 @@ def claim_port(host: str, port: int) -> socket.socket:
     return _reuse_port_socket(host, port)
 
 
-def _worker_main(uvicorn_options: dict[str, Any], host: str, port: int, serving: Event) -> None:
+def _worker_main(uvicorn_options: dict[str, Any], host: str, port: int, serving: Event, heartbeat: Heartbeat) -> None:
     """A worker process: its own listening socket, then uvicorn's server on it; `serving` is set
-    once the server has started (the app's startup done, the socket listening)."""
+    once the server has started (the app's startup done, the socket listening), and from then on
+    the server's event loop stamps `heartbeat`. SIGUSR1 writes every thread's stack to stderr."""
     import uvicorn
+
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
 
     try:
         sock = _reuse_port_socket(host, port)
@@ -93,6 +117,9 @@ def _worker_main(uvicorn_options: dict[str, Any], host: str, port: int, serving:
         while not server.started and not server.should_exit:
             time.sleep(0.05)
         if server.started:
+            loop = server.servers[0].get_loop()
+            heartbeat.value = time.monotonic()
+            loop.call_soon_threadsafe(_beat, loop, heartbeat)
             serving.set()
 
     threading.Thread(target=tell_when_serving, daemon=True).start()
@@ -105,13 +132,18 @@ class Worker(NamedTuple):
     process: BaseProcess
     started_at: float
     serving: Event
+    heartbeat: Heartbeat
 
 
 class Supervisor:
-    """Starts `count` workers on `claimed` (the parent's socket from `claim_port`) and keeps them up."""
+    """Starts `count` workers on `claimed` (the parent's socket from `claim_port`) and keeps them up;
+    a worker whose event loop has not run for `hang_timeout_s` is killed and replaced (0: never)."""
 
-    def __init__(self, uvicorn_options: dict[str, Any], claimed: socket.socket, count: int) -> None:
+    def __init__(
+        self, uvicorn_options: dict[str, Any], claimed: socket.socket, count: int, hang_timeout_s: float = 0.0
+    ) -> None:
         self._options = uvicorn_options
+        self._hang_timeout_s = hang_timeout_s
         self._claimed = claimed
         self._host, self._port = claimed.getsockname()[:2]
         self._count = count
@@ -123,9 +155,12 @@ class Supervisor:
 
     def _start_one(self) -> Worker:
         serving = self._context.Event()
-        process = self._context.Process(target=_worker_main, args=(self._options, self._host, self._port, serving))
+        heartbeat: Heartbeat = self._context.RawValue("d", 0.0)
+        process = self._context.Process(
+            target=_worker_main, args=(self._options, self._host, self._port, serving, heartbeat)
+        )
         process.start()
-        return Worker(process, time.monotonic(), serving)
+        return Worker(process, time.monotonic(), serving, heartbeat)
 
     def _on_signal(self, signum: int, _frame: object) -> None:
         self._stop_signal = signum
@@ -146,6 +181,7 @@ class Supervisor:
                 if self._reload:
                     self._reload = False
                     self._replace_all()
+                self._kill_hung()
                 failed = self._replace_dead()
                 if failed:
                     code = STARTUP_FAILURE
@@ -157,7 +193,7 @@ class Supervisor:
 
     def _replace_dead(self) -> bool:
         """Start a new worker for each dead one; True when one failed at startup (stop everything)."""
-        for i, (process, started, _) in enumerate(self._workers):
+        for i, (process, started, _, _) in enumerate(self._workers):
             if process.is_alive() or self._stop_signal is not None:
                 continue
             process.join()
@@ -178,6 +214,27 @@ class Supervisor:
                 return False
             self._workers[i] = self._start_one()
         return False
+
+    def _kill_hung(self) -> None:
+        """SIGUSR1 (the stacks, to the log) and then SIGKILL for each worker whose loop has been silent
+        too long; `_replace_dead` starts its successor."""
+        if self._hang_timeout_s <= 0:
+            return
+        now = time.monotonic()
+        for w in self._workers:
+            beat, pid = w.heartbeat.value, w.process.pid
+            if not beat or now - beat <= self._hang_timeout_s or pid is None or not w.process.is_alive():
+                continue
+            click.echo(
+                f"tidegate: worker {pid}'s event loop has not run for {now - beat:.1f} s"
+                f" (server.worker_timeout_s = {self._hang_timeout_s:g}); its threads' stacks follow,"
+                " then it is killed and replaced",
+                err=True,
+            )
+            os.kill(pid, signal.SIGUSR1)
+            w.process.join(_STACKS_S)
+            w.process.kill()
+            w.process.join()
 
     def _replace_all(self) -> None:
         """SIGHUP: each worker in turn gets a successor, which must be serving before the old one is

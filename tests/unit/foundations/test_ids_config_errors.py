@@ -95,12 +95,21 @@ def test_contract_example_parses() -> None:
     assert m.pricing is not None and m.pricing.completion == 15.0
 
 
+def test_worker_timeout_defaults_to_30_s_and_0_turns_it_off() -> None:
+    assert load_text("", "t.toml").server.worker_timeout_s == 30.0
+    assert load_text("[server]\nworker_timeout_s = 0\n", "t.toml").server.worker_timeout_s == 0.0
+
+
 @pytest.mark.parametrize(
     ("toml", "message"),
     [
         ("[server]\nprot = 1\n", "server.prot: unknown key"),
         ("[server]\nport = 'x'\n", "server.port: expected an integer"),
         ("[server]\nkeepalive_s = -1\n", "server.keepalive_s: must be > 0"),
+        ("[server]\nkeepalive_s = nan\n", "server.keepalive_s: must be > 0"),
+        ("[server]\nworker_timeout_s = -1\n", "server.worker_timeout_s: must be >= 0"),
+        ("[server]\nworker_timeout_s = nan\n", "server.worker_timeout_s: must be >= 0"),
+        ("[server]\nworker_timeout_s = '30'\n", "server.worker_timeout_s: expected a number"),
         ("[bogus]\n", "<root>.bogus: unknown key"),
         ("[providers.p]\nkind = 'nope'\n", "providers.p.kind: must be one of"),
         ("[providers.p]\nkind = 'openai'\n", "providers.p.base_url: required"),
