@@ -4,12 +4,14 @@ socket is read from /proc (Linux, where the workers listen with SO_REUSEPORT).""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -82,8 +84,36 @@ def wait_for_workers(server: ServerProcess, port: int, count: int, timeout: floa
     raise AssertionError(f"expected {count} listening workers, found {listeners(server, port)}:\n{server.log()}")
 
 
+def wait_for_successor(server: ServerProcess, port: int, gone: int, timeout: float = 30) -> dict[int, set[int]]:
+    """The listening workers once `gone` is no longer among them and a successor listens."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = listeners(server, port)
+        if len(found) == 2 and gone not in found:
+            return found
+        time.sleep(0.1)
+    raise AssertionError(f"no worker replaced {gone}: {listeners(server, port)}\n{server.log()}")
+
+
+def assert_serving(server: ServerProcess, requests: int = 20) -> None:
+    """Fresh connections, whichever worker takes them, all answered; the parent still running."""
+    for _ in range(requests):
+        assert httpx.get(server.base_url + "/healthz", timeout=10).status_code == 200
+    assert server.proc.poll() is None
+
+
 def port_of(server: ServerProcess) -> int:
     return int(server.base_url.rsplit(":", 1)[1])
+
+
+@contextlib.contextmanager
+def two_workers(tmp_path: Path, config: str | None = None) -> Iterator[tuple[ServerProcess, int]]:
+    """`tidegate serve --workers 2` (the store-only config unless given) and its port; stopped after."""
+    server = start_server(tmp_path, config or store_only_config(tmp_path), args=["--workers", "2"])
+    try:
+        yield server, port_of(server)
+    finally:
+        server.stop()
 
 
 def test_each_worker_listens_on_its_own_socket_and_connections_spread(tmp_path: Path) -> None:
@@ -113,61 +143,33 @@ def test_each_worker_listens_on_its_own_socket_and_connections_spread(tmp_path: 
 
 
 def test_a_dead_worker_is_replaced(tmp_path: Path) -> None:
-    server = start_server(tmp_path, store_only_config(tmp_path), args=["--workers", "2"])
-    port = port_of(server)
-    try:
+    with two_workers(tmp_path) as (server, port):
         victim = min(wait_for_workers(server, port, 2))
         os.kill(victim, signal.SIGKILL)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            found = listeners(server, port)
-            if len(found) == 2 and victim not in found:
-                break
-            time.sleep(0.1)
-        else:
-            raise AssertionError(f"no worker replaced {victim}: {listeners(server, port)}\n{server.log()}")
-        for _ in range(20):  # fresh connections, whichever worker takes them
-            assert httpx.get(server.base_url + "/healthz", timeout=10).status_code == 200
+        wait_for_successor(server, port, victim)
+        assert_serving(server)
         assert f"worker {victim} exited" in server.log()
-        assert server.proc.poll() is None
-    finally:
-        server.stop()
 
 
 def test_a_worker_whose_event_loop_stops_is_replaced(tmp_path: Path) -> None:
     """SIGSTOP freezes a worker as a blocked event loop would: its heartbeat stops, and after
     `server.worker_timeout_s` the parent kills it and starts another; the busy one is left alone."""
     config = store_only_config(tmp_path).replace("[server]\n", "[server]\nworker_timeout_s = 2\n")
-    server = start_server(tmp_path, config, args=["--workers", "2"])
-    port = port_of(server)
-    try:
+    with two_workers(tmp_path, config) as (server, port):
         victim, other = sorted(wait_for_workers(server, port, 2))
         os.kill(victim, signal.SIGSTOP)
         stopped_at = time.monotonic()
-        deadline = stopped_at + 30
-        while time.monotonic() < deadline:
-            found = listeners(server, port)
-            if len(found) == 2 and victim not in found:
-                break
-            time.sleep(0.1)
-        else:
-            raise AssertionError(f"stopped worker {victim} not replaced: {listeners(server, port)}\n{server.log()}")
+        found = wait_for_successor(server, port, victim)
         assert time.monotonic() - stopped_at >= 2  # not before its timeout
         assert other in found  # the worker whose loop kept running stays
         assert f"worker {victim}'s event loop has not run for" in server.log()
         assert f"worker {victim} exited (code -9)" in server.log()
-        for _ in range(20):
-            assert httpx.get(server.base_url + "/healthz", timeout=10).status_code == 200
-        assert server.proc.poll() is None
-    finally:
-        server.stop()
+        assert_serving(server)
 
 
 def test_sigusr1_writes_a_workers_stacks_and_it_keeps_serving(tmp_path: Path) -> None:
     """What the parent sends a hung worker before killing it: every thread's stack to the log."""
-    server = start_server(tmp_path, store_only_config(tmp_path), args=["--workers", "2"])
-    port = port_of(server)
-    try:
+    with two_workers(tmp_path) as (server, port):
         worker = min(wait_for_workers(server, port, 2))
         os.kill(worker, signal.SIGUSR1)
         deadline = time.monotonic() + 10
@@ -177,10 +179,7 @@ def test_sigusr1_writes_a_workers_stacks_and_it_keeps_serving(tmp_path: Path) ->
         assert "(most recent call first)" in log and "in _worker_main" in log, log
         time.sleep(0.5)
         assert worker in wait_for_workers(server, port, 2)  # still the same process, still listening
-        for _ in range(10):
-            assert httpx.get(server.base_url + "/healthz", timeout=10).status_code == 200
-    finally:
-        server.stop()
+        assert_serving(server)
 
 
 def test_sigterm_stops_every_worker(tmp_path: Path) -> None:
