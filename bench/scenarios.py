@@ -482,7 +482,6 @@ def store(ctx: Ctx) -> list[Row]:
         Row("store", f"passthrough, c={c}, 2000 chunks unpaced", "chunks/s with key ÷ without", "×", share, "none")
     )
     duration = 2.0 if ctx.quick else 5.0
-    duration = 2.0 if ctx.quick else 5.0
     v2 = f"non-stream + Idempotency-Key, c=8, {duration:g} s closed loop"
     res2 = collect(
         ctx,
