@@ -92,6 +92,27 @@ class SSEDecoder:
             exc.events = events
             raise
 
+    def whole_data_event(self, chunk: bytes) -> bytes | None:
+        """The payload of a read that is exactly one whole `data: ` event with LF endings and nothing
+        pending before it: every read of a paced OpenAI-compatible stream. None for anything else
+        (nothing has changed then: `feed` decodes the read). The caller dispatches the payload as a
+        `message` event itself, with no `SSEEvent` and no str built for it."""
+        if (
+            chunk[:6] != b"data: "
+            or chunk[-2:] != b"\n\n"
+            or chunk.find(b"\n") != len(chunk) - 2
+            or chunk.find(b"\r") != -1
+            or self._buf
+            or self._have_data
+            or self._event
+            or len(chunk) > self._max_line
+            or len(chunk) > self._max_event
+        ):
+            return None
+        self._started = True  # (a read that starts with `data: ` has no BOM to strip, no LF to skip)
+        self._skip_lf = False
+        return chunk[6:-2]
+
     def feed_to_error(self, chunk: bytes) -> tuple[list[SSEEvent], SSEProtocolError | None]:
         """`feed`, with a cap error that follows whole events in the same read returned next to
         them (the caller passes them on, then fails); one with no events before it is raised.
@@ -118,7 +139,9 @@ class SSEDecoder:
             if buf[0:1] == b"\n":
                 buf = buf[1:]
             self._skip_lf = False
-        if b"\r" in buf:
+        # `.find`, not `in`: CPython 3.11's `bytes in bytes` first tries the operand as an integer and
+        # builds (then drops) a formatted TypeError, ~1,800 instructions per test under callgrind
+        if buf.find(b"\r") != -1:
             return self._feed_any_endings(buf, events)
         if buf.endswith(b"\n\n") and not self._have_data and not self._event:
             fast = self._whole_data_events(buf)
@@ -153,7 +176,7 @@ class SSEDecoder:
         max_line = self._max_line
         last_id, retry = self._last_id, self._retry
         for block in buf[:-2].split(b"\n\n"):
-            if not block.startswith(b"data:") or b"\n" in block or len(block) > max_line:
+            if not block.startswith(b"data:") or block.find(b"\n") != -1 or len(block) > max_line:
                 return None
             value = (block[6:] if block[5:6] == b" " else block[5:]).decode("utf-8", "replace")
             if len(value) + 1 > self._max_event:
@@ -250,7 +273,7 @@ def encode_event(data: bytes | str, *, event: str | None = None, id: int | str |
         parts.append(b"id: %s\n" % str(id).encode())
     if event is not None:
         parts.append(b"event: %s\n" % event.encode())
-    if b"\n" in data or b"\r" in data:
+    if data.find(b"\n") != -1 or data.find(b"\r") != -1:
         for line in data.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n"):
             parts.append(b"data: %s\n" % line)
     else:

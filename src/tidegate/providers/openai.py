@@ -79,6 +79,17 @@ class OpenAIDecoder:
     def feed(self, chunk: bytes) -> list[Event]:
         if self._done:
             return []  # nothing after [DONE] is read (as the OpenAI SDK does)
+        # The common read, one whole `data: {...}` event: its bytes are the chunk's JSON as they are
+        # (no str decoded and encoded back, no SSE event object). Bytes orjson refuses (invalid UTF-8
+        # among them) go the general way, which decodes them with replacement characters.
+        payload = self._sse.whole_data_event(chunk)
+        if payload is not None and payload[:1] == b"{":
+            try:
+                obj = orjson.loads(payload)
+            except orjson.JSONDecodeError:
+                obj = None
+            if type(obj) is dict:
+                return self._chunk(obj, payload, [])
         batch, overflow = self._sse.feed_to_error(chunk)
         out = self._decode(batch)  # the whole events before an over-cap line go first
         if overflow is not None and not self._done and not (out and isinstance(out[-1], Failed)):
@@ -111,17 +122,22 @@ class OpenAIDecoder:
                     raise ValueError(message)
                 out.append(Failed("upstream_protocol_error", message, self.provider))
                 return out
-            if obj.get("error"):
-                kind, msg = error_text(obj)
-                text = sanitize(f"{kind}: {msg}" if kind and msg else (msg or kind or "error"), self._secret)
-                out.append(Failed("upstream_error", f"{self.provider}: {text}", self.provider, True))
-                return out
             # The chunk's own bytes, exactly; a payload split over several data lines is re-serialised
             # compactly because the chat door writes one data line per event.
-            out.append(RawFrame(data.encode() if "\n" not in data else orjson.dumps(obj)))
-            self._events(obj, out)
+            self._chunk(obj, data.encode() if "\n" not in data else orjson.dumps(obj), out)
             if out and isinstance(out[-1], Failed):
                 return out
+        return out
+
+    def _chunk(self, obj: dict[str, Any], raw: bytes, out: list[Event]) -> list[Event]:
+        """One chunk object's events onto `out`: its bytes (`RawFrame`), then what it says."""
+        if obj.get("error"):
+            kind, msg = error_text(obj)
+            text = sanitize(f"{kind}: {msg}" if kind and msg else (msg or kind or "error"), self._secret)
+            out.append(Failed("upstream_error", f"{self.provider}: {text}", self.provider, True))
+            return out
+        out.append(RawFrame(raw))
+        self._events(obj, out)
         return out
 
     def _events(self, obj: dict[str, Any], out: list[Event]) -> None:

@@ -155,3 +155,60 @@ def test_encoder_roundtrip() -> None:
     multi = encode_event("a\nb")
     assert SSEDecoder().feed(multi) == [SSEEvent("a\nb")]
     assert encode_comment("x\ny") == b": x y\n"
+
+
+def test_whole_data_event_takes_exactly_one_whole_data_event() -> None:
+    d = SSEDecoder()
+    assert d.whole_data_event(b'data: {"a":1}\n\n') == b'{"a":1}'
+    assert d.whole_data_event(b"data: [DONE]\n\n") == b"[DONE]"
+    assert d.feed(b"data: next\n\n") == [SSEEvent("next")]  # it left nothing behind
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        b"data: a\n\ndata: b\n\n",  # two events
+        b"data: a\r\n\r\n",  # CR endings
+        b"data: a\rb\n\n",  # a CR inside
+        b"data: a\n",  # no blank line yet
+        b"data: a\nb",  # another line begun
+        b"data:a\n\n",  # no space after the colon
+        b"id: 1\ndata: a\n\n",  # another field
+        b"event: x\ndata: a\n\n",
+        b": ping\n\n",  # a comment
+        b"\xef\xbb\xbfdata: a\n\n",  # a BOM
+        b"data: " + b"x" * 64 + b"\n\n",  # over the line cap
+    ],
+)
+def test_whole_data_event_refuses_any_other_read_and_changes_nothing(read: bytes) -> None:
+    d = SSEDecoder(max_line_bytes=48)
+    assert d.whole_data_event(read) is None
+    fresh = SSEDecoder(max_line_bytes=48)
+    try:
+        expected: list[SSEEvent] | type[SSEProtocolError] = fresh.feed(read)
+    except SSEProtocolError:
+        expected = SSEProtocolError
+    if expected is SSEProtocolError:
+        with pytest.raises(SSEProtocolError):
+            d.feed(read)
+    else:
+        assert d.feed(read) == expected
+
+
+@pytest.mark.parametrize(
+    "before",
+    [
+        b"data: a\ndata: b",  # an unfinished line waits
+        b"data: a\n",  # a data line waits for its blank line
+        b"data: a\n\nda",  # the start of a line waits
+        b"event: x\n",  # an event type waits
+        b"data: a\r",  # a CR whose LF may come next
+    ],
+)
+def test_whole_data_event_refuses_a_read_while_anything_is_pending(before: bytes) -> None:
+    d, fresh = SSEDecoder(), SSEDecoder()
+    d.feed(before)
+    fresh.feed(before)
+    read = b"data: z\n\n"
+    assert d.whole_data_event(read) is None
+    assert d.feed(read) == fresh.feed(read)

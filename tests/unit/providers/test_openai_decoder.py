@@ -343,3 +343,51 @@ def test_map_error_openai_shape(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "html" not in a.map_error(502, {}, b"<html>oops</html>").message
     assert not a.map_error(404, {}, b'{"detail":"no such model"}').retriable
     assert "no such model" in a.map_error(404, {}, b'{"detail":"no such model"}').message
+
+
+def run_per_event(data: bytes) -> list[Event]:
+    """One read per SSE event (a paced upstream): each read is one whole `data:` event."""
+    reads = [part + b"\n\n" for part in data.split(b"\n\n") if part]
+    return run(data, list(itertools.accumulate(len(r) for r in reads))[:-1])
+
+
+def test_one_event_per_read_gives_the_same_events_as_one_read() -> None:
+    """The per-read shortcut (`SSEDecoder.whole_data_event`, JSON from the bytes) against the general
+    path: the same events, the same raw bytes."""
+    assert run_per_event(TEXT_STREAM) == run(TEXT_STREAM)
+    d = OpenAIDecoder("emu", "served")
+    for payload in TEXT_CHUNKS:
+        events = d.feed(b"data: " + payload + b"\n\n")
+        assert isinstance(events[0], RawFrame) and events[0].data == payload
+    tools = sse([chunk({"tool_calls": [{"index": 0, "id": "t", "function": {"name": "f", "arguments": "{"}}]})])
+    assert run_per_event(tools) == run(tools)
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_one_event_per_read_error_chunk_fails_without_raw_frame(first: bool) -> None:
+    err = b'{"error":{"message":"The server is overloaded","type":"server_error"}}'
+    data = sse([err] if first else [TEXT_CHUNKS[1], err], done=False)
+    got = run_per_event(data)
+    assert got == run(data)
+    assert isinstance(got[-1], Failed) and "overloaded" in got[-1].message
+    assert not any(isinstance(e, RawFrame) and b'"error"' in e.data for e in got)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'{"id":"c","model":"m","choices":[{"index":0,"delta":{"content":"a\xff"}}]}',  # not UTF-8
+        b"[1, 2]",  # JSON, not an object
+        b'{"id": "c", "choices": [',  # not JSON
+        b"  " + TEXT_CHUNKS[1],  # JSON after spaces
+    ],
+)
+def test_one_event_per_read_odd_payloads_decode_as_in_one_read(payload: bytes) -> None:
+    """(A bad chunk alone in its read raises for the transport to map; after others it is a `Failed`:
+    the messages differ by that, nothing else does.)"""
+
+    def plain(events: list[Event]) -> list[Event]:
+        return [Failed(e.code, "", e.provider) if isinstance(e, Failed) else e for e in events]
+
+    data = sse([TEXT_CHUNKS[0], payload])
+    assert plain(run_per_event(data)) == plain(run(data))
