@@ -74,7 +74,9 @@ KEEPALIVE: Final = _KeepAlive()
 # Events come in batches: the events of one upstream read, handed over in one step (a generator
 # step per event cost more than the event itself). A batch is never empty.
 RelayItem = Committed | _KeepAlive | list[Event]
-_ENDINGS: Final = (Failed, Finished)  # batches with these are never delivered directly
+# batches with these are never delivered directly (a set of the exact types: events are final classes,
+# and a set lookup per event costs less than `isinstance` with a tuple)
+_ENDINGS: Final = frozenset((Failed, Finished))
 
 
 class GenerationCancelled(TidegateError):
@@ -326,7 +328,7 @@ class Relay:
             if cancel._set:
                 return False
             for event in batch:
-                if isinstance(event, _ENDINGS):
+                if type(event) in _ENDINGS:
                     return False
             now = loop.time()
             self._direct_data_at = now

@@ -154,10 +154,19 @@ async def drive_stream(
 
     def direct(batch: list[Event]) -> bool:
         """A plain batch (no ending, no failure: the relay's `attach`) written in the upstream's
-        protocol callback. False: the write waits for the client (the next `req.write` finishes it),
-        and the batches go the loop's way again."""
-        data = frames_of(batch)[0]
-        return not data or req.write_now(data)
+        protocol callback: `frames_of` without its look for a `Failed`. False: the write waits for
+        the client (the next `req.write` finishes it), and the batches go the loop's way again."""
+        out: list[bytes] = []
+        for event in batch:
+            observe(event)
+            frames = render(event)
+            if frames:
+                if log_frames is not None:
+                    log_frames(frames)
+                out.append(frames)
+        if not out:
+            return True
+        return req.write_now(out[0] if len(out) == 1 else b"".join(out))
 
     try:
         async with contextlib.aclosing(gen.items()) as items:
