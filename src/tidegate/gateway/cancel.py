@@ -74,12 +74,15 @@ class UpstreamClock:
     it interrupts only a wait that is in progress (cancel, then `uncancel` in `wait`).
     """
 
-    __slots__ = ("_armed_at", "_deadline", "_fired", "_handle", "_loop", "_signal", "_task", "_waiting")
+    __slots__ = ("_armed_at", "_fired", "_handle", "_loop", "_signal", "_task", "_waiting", "deadline")
 
     def __init__(self, signal: CancelSignal) -> None:
         self._loop = asyncio.get_running_loop()
         self._signal = signal
-        self._deadline = math.inf
+        # When the wait in progress ends. Data that comes outside the wait (direct delivery) moves it
+        # on, later only, by setting it in place (once per chunk: no method call); the armed timer
+        # re-arms itself when it fires early, so no task wakes.
+        self.deadline = math.inf
         self._handle: asyncio.TimerHandle | None = None
         self._armed_at = math.inf
         self._waiting: asyncio.Task[Any] | None = None
@@ -89,8 +92,8 @@ class UpstreamClock:
     def _on_timer(self) -> None:
         self._handle = None
         self._armed_at = math.inf
-        if self._loop.time() < self._deadline - MIN_WAIT_S:  # data moved the deadline on: re-arm
-            self._arm(self._deadline)
+        if self._loop.time() < self.deadline - MIN_WAIT_S:  # data moved the deadline on: re-arm
+            self._arm(self.deadline)
             return
         task = self._waiting
         if task is not None and not task.done() and not self._fired:
@@ -122,7 +125,7 @@ class UpstreamClock:
                 deadline = soonest
             if self._armed_at > deadline + MIN_WAIT_S:  # never armed, or armed too late
                 self._arm(deadline)
-        self._deadline = deadline
+        self.deadline = deadline
         self._waiting = task
         signal._waiting = task
         self._fired = False
@@ -153,12 +156,6 @@ class UpstreamClock:
             if self._fired:
                 self._fired = False
                 task.uncancel()
-
-    def extend(self, deadline: float) -> None:
-        """Data came outside the wait (direct delivery): the wait in progress now ends at `deadline`
-        (later than before). The armed timer re-arms itself when it fires early: no task wakes."""
-        if deadline > self._deadline:
-            self._deadline = deadline
 
     def close(self) -> None:
         if self._handle is not None:

@@ -195,7 +195,7 @@ class Recorder:
             self.text.append(event.text)
             return
         if isinstance(event, RawFrame):  # the upstream's own bytes: what it carries comes as events too
-            return
+            return  # (nothing: the door's direct writer does not hand these here at all)
         if self.record.idempotency_key is not None:
             self._log_event(event)
         if isinstance(event, ReasoningDelta):

@@ -332,7 +332,8 @@ class Relay:
                     return False
             now = loop.time()
             self._direct_data_at = now
-            clock.extend(now + span)
+            if now + span > clock.deadline:  # the wait in progress ends later (never earlier)
+                clock.deadline = now + span
             if not handler(batch):
                 direct.detach()
             return True

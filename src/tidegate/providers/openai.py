@@ -130,17 +130,14 @@ class OpenAIDecoder:
         return out
 
     def _chunk(self, obj: dict[str, Any], raw: bytes, out: list[Event]) -> list[Event]:
-        """One chunk object's events onto `out`: its bytes (`RawFrame`), then what it says."""
+        """One chunk object's events onto `out`: its bytes (`RawFrame`), then what it says. (Runs once
+        per chunk: orjson's values are exact types, so `type(...) is` stands for `isinstance`.)"""
         if obj.get("error"):
             kind, msg = error_text(obj)
             text = sanitize(f"{kind}: {msg}" if kind and msg else (msg or kind or "error"), self._secret)
             out.append(Failed("upstream_error", f"{self.provider}: {text}", self.provider, True))
             return out
         out.append(RawFrame(raw))
-        self._events(obj, out)
-        return out
-
-    def _events(self, obj: dict[str, Any], out: list[Event]) -> None:
         if not self._started:
             self._started = True
             model = obj.get("model")
@@ -153,24 +150,24 @@ class OpenAIDecoder:
                 )
             )
         choices = obj.get("choices")
-        if isinstance(choices, list):
+        if type(choices) is list:
             for choice in choices:
-                if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                if type(choice) is dict and choice.get("index", 0) == 0:
                     self._choice(choice, out)
-        if "usage" in obj:
-            usage = obj["usage"]
-            if isinstance(usage, dict):
-                out.append(_usage(usage))
+        usage = obj.get("usage")
+        if type(usage) is dict:
+            out.append(_usage(usage))
+        return out
 
     def _choice(self, choice: dict[str, Any], out: list[Event]) -> None:
         # Runs once per chunk on every OpenAI-compatible stream: keys are tested with `in` first, so a
         # plain text delta costs three lookups.
         delta = choice.get("delta")
-        if isinstance(delta, dict) and delta:
+        if type(delta) is dict and delta:
             if "reasoning_details" in delta or "reasoning" in delta or "reasoning_content" in delta:
                 _reasoning(delta, out)
             content = delta.get("content")
-            if isinstance(content, str) and content:
+            if type(content) is str and content:
                 out.append(TextDelta(content))
             if "tool_calls" in delta:
                 calls = delta["tool_calls"]
@@ -179,7 +176,7 @@ class OpenAIDecoder:
                         if isinstance(call, dict):
                             out.append(_tool_call(call))
         reason = choice.get("finish_reason")
-        if reason and isinstance(reason, str):
+        if reason and type(reason) is str:
             if reason == "error":
                 out.append(
                     Failed(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import TidegateError, UpstreamError, UpstreamTimeout
-from ..events import Event, Failed
+from ..events import Event, Failed, RawFrame
 from ..gateway.generation import ExistingGeneration, Generation
 from ..gateway.relay import KEEPALIVE, Committed
 from ..gateway.usage import tokenizer_ready
@@ -158,7 +158,8 @@ async def drive_stream(
         the client (the next `req.write` finishes it), and the batches go the loop's way again."""
         out: list[bytes] = []
         for event in batch:
-            observe(event)
+            if type(event) is not RawFrame:  # the recorder takes nothing from the upstream's own bytes
+                observe(event)
             frames = render(event)
             if frames:
                 if log_frames is not None:
