@@ -208,11 +208,7 @@ class HttpStream:
     def _sink(self, chunk: bytes) -> None:
         """The connection's sink: runs in its protocol callback, so it never raises."""
         deliver = self._deliver
-        try:  # `_decode` inline: once per upstream read
-            batch: list[Event] = self._decoder.feed(chunk)
-        except (SSEProtocolError, ValueError) as exc:
-            self._ended = True
-            batch = [self._undecodable(exc)]
+        batch = self._decode(chunk)
         try:
             if deliver is not None and deliver(batch):
                 return
