@@ -83,12 +83,12 @@ class OpenAIDecoder:
         # (no str decoded and encoded back, no SSE event object). Bytes orjson refuses (invalid UTF-8
         # among them) go the general way, which decodes them with replacement characters.
         payload = self._sse.whole_data_event(chunk)
-        if payload is not None and payload[:1] == b"{":
+        if payload is not None and payload[:1] == b"{":  # (JSON that opens with a brace is an object)
             try:
                 obj = orjson.loads(payload)
             except orjson.JSONDecodeError:
-                obj = None
-            if type(obj) is dict:
+                pass
+            else:
                 return self._chunk(obj, payload, [])
         batch, overflow = self._sse.feed_to_error(chunk)
         out = self._decode(batch)  # the whole events before an over-cap line go first
