@@ -6,6 +6,7 @@ relay seeing it is one pass over every other ready stream under load."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Generator
 
 import pytest
@@ -80,8 +81,10 @@ async def test_an_open_that_finishes_or_fails_without_waiting_is_done_at_once() 
         raise ConnectionRefusedError("nothing listens")
 
     done = UpstreamOpen(at_once())
-    assert done.done() and done.task is None and done.future.result() == "stream"
+    assert done.done() and done.future.result() == "stream"
     await done.wait()  # returns at once
+    await asyncio.sleep(0)
+    assert done.task.cancelled()  # the task that would have run the rest never ran
     failed = UpstreamOpen(refused())
     assert failed.done()
     with pytest.raises(ConnectionRefusedError):
@@ -100,7 +103,6 @@ async def test_a_failure_after_the_first_step_lands_in_the_future_not_the_task()
     await opening.wait()
     with pytest.raises(ConnectionResetError):
         opening.future.result()
-    assert opening.task is not None
     await opening.task  # the task itself ended cleanly: nothing logged as never retrieved
     assert opening.task.exception() is None
 
@@ -152,7 +154,7 @@ async def test_an_open_cancelled_before_its_task_ran_is_closed_at_once() -> None
     assert opening.future.cancelled() and not gate.done()  # closed, not cancelled: nothing left waits on it
     await opening.wait()  # done: returns at once
     await asyncio.sleep(0)
-    assert opening.task is not None and opening.task.cancelled()
+    assert opening.task.cancelled()
 
 
 async def test_an_open_that_swallows_the_cancellation_keeps_its_result() -> None:
@@ -211,3 +213,62 @@ def test_closing_the_resumed_open_closes_its_coroutine() -> None:
     assert next(steps) is pending
     steps.close()
     assert cleaned == ["closed"]
+
+
+async def test_the_first_step_runs_as_the_open_task_not_the_callers() -> None:
+    """What the first step binds to the current task (a connect's `asyncio.timeout`) binds to the
+    open: its timeout ends the open with the open's own error and leaves the caller alone."""
+    caller = asyncio.current_task()
+    seen: list[asyncio.Task[object] | None] = []
+
+    async def connect_that_never_completes() -> str:
+        seen.append(asyncio.current_task())
+        try:
+            async with asyncio.timeout(0.05):
+                await asyncio.get_running_loop().create_future()  # a TLS handshake nobody answers
+        except TimeoutError:
+            raise ConnectionError("no connection within 0.05 s") from None
+        return "unreachable"
+
+    opening = UpstreamOpen(connect_that_never_completes())
+    assert seen == [opening.task] and asyncio.current_task() is caller
+    await opening.wait()  # the caller is not cancelled: it wakes when the open has failed
+    with pytest.raises(ConnectionError, match=r"within 0\.05 s"):
+        opening.future.result()
+    assert caller is not None and caller.cancelling() == 0
+
+
+async def timer_due_before_the_first_turn() -> tuple[str, bool]:
+    """An open whose first step arms a timer (`asyncio.timeout(0.001)`) that is due before the open's
+    task had its first turn (the loop was busy for longer: other streams' work): what the open
+    returned, and whether its task was cancelled before it ever ran."""
+
+    async def open_upstream() -> str:
+        try:
+            async with asyncio.timeout(0.001):
+                await asyncio.get_running_loop().create_future()
+        except TimeoutError:
+            return "timed out"
+        return "unreachable"
+
+    opening = UpstreamOpen(open_upstream())
+    time.sleep(0.005)  # noqa: ASYNC251 (the rest of a busy turn: the timer is due before the next one)
+    await opening.wait()
+    await asyncio.sleep(0)
+    return opening.future.result(), opening.task.cancelled()
+
+
+async def test_a_timer_the_first_step_armed_reaches_the_open() -> None:
+    """asyncio's own loop runs due timers after the turn's ready callbacks: the task runs first."""
+    assert await timer_due_before_the_first_turn() == ("timed out", False)
+
+
+def test_a_timer_due_before_the_open_task_ran_reaches_the_open_on_uvloop() -> None:
+    """uvloop runs due timers before the turn's ready callbacks: the task is cancelled before it
+    ever ran, and the timeout goes into the open through the task's done-callback."""
+    uvloop = pytest.importorskip("uvloop")
+    loop = uvloop.new_event_loop()
+    try:
+        assert loop.run_until_complete(timer_due_before_the_first_turn()) == ("timed out", True)
+    finally:
+        loop.close()
