@@ -140,7 +140,7 @@ class Connection(asyncio.Protocol):
             lname = name.lower()
             if lname == b"content-length":
                 length = True
-            elif lname == b"transfer-encoding" and b"chunked" in value.lower():
+            elif lname == b"transfer-encoding" and value.lower().find(b"chunked") != -1:  # (`in` builds a TypeError)
                 chunked = True
             elif lname == b"content-encoding":
                 encoding = value.strip().lower()
