@@ -1,0 +1,109 @@
+"""`DisconnectWatch` on a real uvicorn server (httptools, as `tidegate serve` runs it): the client
+going away sets the signal, the watch starts no task, and leaving the block takes its waiter off
+the server's event without awaiting anything (a late disconnect then sets nothing)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import uvicorn
+
+from tidegate.server.disconnect import DisconnectWatch
+from tidegate.server.http import Request
+
+App = Callable[[Request], Awaitable[None]]
+REQUEST = b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}"
+
+
+@asynccontextmanager
+async def serving(handler: App) -> AsyncIterator[int]:
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        req = Request.from_scope(scope, receive, send)
+        await req.body(1024)
+        await handler(req)
+
+    server = uvicorn.Server(uvicorn.Config(app, http="httptools", log_level="error", lifespan="on"))
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()
+    task = asyncio.ensure_future(server.serve(sockets=[listening]))
+    try:
+        yield listening.getsockname()[1]
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 10)
+
+
+async def test_the_client_going_away_sets_the_signal_and_no_task_is_started() -> None:
+    disconnected = asyncio.Event()
+    tasks: list[int] = []
+
+    async def handler(req: Request) -> None:
+        before = len(asyncio.all_tasks())
+        async with DisconnectWatch(req, disconnected):
+            tasks.append(len(asyncio.all_tasks()) - before)
+            await asyncio.wait_for(disconnected.wait(), 10)
+        await req.respond_json(200, {})  # (to nobody)
+
+    async with serving(handler) as port:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(REQUEST)
+        await asyncio.sleep(0.1)
+        writer.close()
+        await asyncio.wait_for(disconnected.wait(), 10)
+    assert tasks == [0]
+
+
+async def test_leaving_the_block_stops_watching_at_once() -> None:
+    late = asyncio.Event()
+    left = asyncio.Event()
+    waiters: list[int] = []
+
+    async def handler(req: Request) -> None:
+        watch = DisconnectWatch(req, late)
+        async with watch:
+            await asyncio.sleep(0)
+        waiters.append(len(receive_event(req)._waiters))  # type: ignore[attr-defined]
+        left.set()
+        await asyncio.sleep(0.5)  # the client goes away meanwhile: nothing watches any more
+        await req.respond_json(200, {})
+
+    async with serving(handler) as port:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(REQUEST)
+        await asyncio.wait_for(left.wait(), 10)
+        writer.close()
+        await asyncio.sleep(0.7)
+    assert waiters == [0] and not late.is_set()
+
+
+async def test_without_a_signal_nothing_is_watched() -> None:
+    seen: list[int] = []
+
+    async def handler(req: Request) -> None:
+        async with DisconnectWatch(req, None):
+            seen.append(len(receive_event(req)._waiters))  # type: ignore[attr-defined]
+        await req.respond_json(200, {})
+
+    async with serving(handler) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(REQUEST)
+        assert (await asyncio.wait_for(reader.readuntil(b"\r\n"), 10)).startswith(b"HTTP/1.1 200")
+        writer.close()
+    assert seen == [0]
+
+
+def receive_event(req: Request) -> asyncio.Event:
+    """uvicorn's per-request event its `receive` waits on (the bound method's cycle)."""
+    cycle = req.receive.__self__  # type: ignore[attr-defined]
+    event: asyncio.Event = cycle.message_event
+    return event
