@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import sqlite3
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -22,6 +23,11 @@ Outcome = tuple[bool, Any]  # (True, what the write returned) or (False, the exc
 
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
+# A write that finds the store quiet (no commit for this long, none queued) commits in its caller's
+# own step: a lone request's durable record and outcome skip the two turns of the event loop a batch
+# costs it (the commit's turn, then the caller's wake-up), which are time to first token at one
+# stream. Under load commits come closer together than this and writes keep sharing them.
+QUIET_S = 0.001
 
 
 def is_locked(exc: sqlite3.OperationalError) -> bool:
@@ -96,7 +102,8 @@ class _Batch:
 
 
 class GroupCommit:
-    """Queues the event loop's writes and commits those of one loop iteration together.
+    """Queues the event loop's writes and commits those of one loop iteration together; a write that
+    finds the store quiet (`QUIET_S`) commits at once, in its caller's step.
 
     A batch runs on the loop's own connection (`loop_db`, busy timeout 0). When another writer holds
     the database (a log flush on the store thread, another worker process, a RESTART checkpoint) the
@@ -119,6 +126,7 @@ class GroupCommit:
         self._committed = committed
         self._pending: _Batch | None = None
         self._on_thread = 0  # batches handed to the store thread and not done yet
+        self._last_commit = -math.inf  # loop time of the last commit on the loop's connection
 
     async def write(self, write: Write) -> Any:
         """`write(connection)` committed (with the others of this loop iteration); what it returned.
@@ -128,6 +136,18 @@ class GroupCommit:
         """
         loop = asyncio.get_running_loop()
         batch = self._pending
+        if batch is None and not self._on_thread:
+            now = loop.time()
+            if now - self._last_commit > QUIET_S:
+                self._last_commit = now
+                try:
+                    outcomes = commit_together(self._loop_db(), [write])
+                except sqlite3.OperationalError as exc:
+                    if not is_locked(exc):
+                        raise
+                else:  # (a write that raised has raised: it fails alone)
+                    self._committed(1)
+                    return outcomes[0][1]
         if batch is None:
             batch = self._pending = _Batch(loop)
             loop.call_soon(self._commit_pending)
@@ -147,6 +167,7 @@ class GroupCommit:
         if batch is None:
             return
         if not self._on_thread:
+            self._last_commit = asyncio.get_running_loop().time()
             try:
                 outcomes = commit_together(self._loop_db(), batch.writes)
             except sqlite3.OperationalError as exc:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from test_sqlite_inline import _record
 
+from tidegate.store.group_commit import QUIET_S
 from tidegate.store.sqlite import SQLiteStore
 
 _WAL_FRAME_BYTES = 24 + 4096
@@ -120,4 +121,64 @@ async def test_a_cancelled_caller_hears_of_it_once_its_write_is_committed(tmp_pa
         await begin
     assert _status(path, "g") == "in_progress"  # committed before the caller heard of its cancellation
     other.close()
+    await store.close()
+
+
+class _Turns:
+    """Counts turns of the running loop (a callback that puts itself back once per turn)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._loop = asyncio.get_running_loop()
+        self._handle = self._loop.call_soon(self._tick)
+
+    def _tick(self) -> None:
+        self.count += 1
+        self._handle = self._loop.call_soon(self._tick)
+
+    def stop(self) -> None:
+        self._handle.cancel()
+
+
+async def test_a_write_that_finds_the_store_quiet_commits_in_its_callers_step(tmp_path: Path) -> None:
+    """A lone request's durable record costs it no turn of the loop (time to first token at one
+    stream); a write right after a commit still waits for the others of its turn."""
+    path = tmp_path / "t.db"
+    store = await _store_with(path, "first")
+    await asyncio.sleep(2 * QUIET_S)
+    turns = _Turns()
+    await store.begin_generation(_record("quiet"))
+    quiet_turns = turns.count
+    assert _status(path, "quiet") == "in_progress"  # committed before it returned
+    await store.begin_generation(_record("busy"))  # a commit just happened: batched
+    busy_turns = turns.count - quiet_turns
+    turns.stop()
+    assert quiet_turns == 0 and busy_turns >= 1, (quiet_turns, busy_turns)
+    assert _status(path, "busy") == "in_progress"
+    await store.close()
+
+
+async def test_a_quiet_write_that_fails_fails_alone_and_the_next_ones_commit(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    store = await _store_with(path, "taken")
+    await asyncio.sleep(2 * QUIET_S)
+    with pytest.raises(sqlite3.IntegrityError):
+        await store.begin_generation(_record("taken"))  # quiet, inline, and the id is taken
+    await store.begin_generation(_record("next"))
+    assert _status(path, "next") == "in_progress"
+    await store.close()
+
+
+async def test_a_quiet_write_that_finds_the_database_locked_goes_to_the_store_thread(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    store = await _store_with(path, "first")
+    other = _lock(path)
+    await asyncio.sleep(2 * QUIET_S)
+    writing = asyncio.ensure_future(store.begin_generation(_record("waits")))
+    await asyncio.sleep(0.2)
+    assert not writing.done() and _status(path, "waits") is None  # waiting for the lock, off the loop
+    other.execute("COMMIT")
+    other.close()
+    assert (await asyncio.wait_for(writing, 10)).outcome == "created"
+    assert _status(path, "waits") == "in_progress"
     await store.close()
