@@ -12,9 +12,11 @@ server's `test` database, a schema of the variant's own, emptied first) or `redi
 a key prefix of the variant's own, emptied first). All variants run at once, idle but for the
 one under load; every alternation runs each once, the order reversed every other time. Pinned as
 `bench/run.py` pins: the gateways on CPU 0, the emulator and the load generator on CPU 1. Prints each
-run, then the medians: CPU per chunk (the gateway's, from /proc) and chunks/s, and the gateway's
-highest RSS over all runs. `--mode complete` sends non-stream requests instead, a closed loop of
-`--concurrency` for `--duration` seconds, and reports CPU per request and requests/s. Made for
+run, then the medians: CPU per chunk (the gateway's, from /proc), chunks/s and the streams' TTFT
+p50, and the gateway's highest RSS over all runs (`--concurrency 1 --shape bench-3x20` for the
+TTFT at one stream: keyless, `file`, as the bench's TTFT scenario runs). `--mode complete` sends
+non-stream requests instead, a closed loop of `--concurrency` for `--duration` seconds, and reports
+CPU per request and requests/s. Made for
 judging a change on this shared VM, where the hour moves figures more than most changes do
 (bench/README.md, "Comparing two commits"); the numbers are not the bench's table.
 """
@@ -44,8 +46,8 @@ class Variant:
     src: str
     keyed: bool
     store: str
-    # CPU µs per chunk (per request), chunks/s (requests/s), peak MB
-    runs: list[tuple[float, float, float]] = field(default_factory=list)
+    # CPU µs per chunk (per request), chunks/s (requests/s), peak MB, TTFT p50 ms (streams)
+    runs: list[tuple[float, float, float, float]] = field(default_factory=list)
 
 
 def parse_variant(spec: str) -> Variant:
@@ -91,10 +93,10 @@ def load_args(service: gw.Service, variant: Variant, args: argparse.Namespace) -
     return out + (["--idempotency-keys"] if variant.keyed else [])
 
 
-def figures(mode: str, cpu: float, rate: float, peak: float) -> str:
-    unit = "chunk" if mode == "stream" else "request"
-    rate_name = "chunks/s" if mode == "stream" else "requests/s"
-    return f"CPU per {unit} {cpu:6.2f} µs  {rate_name} {rate:9,.0f}  RSS peak {peak:6.1f} MB"
+def figures(mode: str, cpu: float, rate: float, peak: float, ttft: float) -> str:
+    if mode == "stream":
+        return f"CPU per chunk {cpu:6.2f} µs  chunks/s {rate:9,.0f}  RSS peak {peak:6.1f} MB  TTFT p50 {ttft:7.3f} ms"
+    return f"CPU per request {cpu:6.2f} µs  requests/s {rate:9,.0f}  RSS peak {peak:6.1f} MB"
 
 
 def main() -> int:
@@ -129,18 +131,20 @@ def main() -> int:
                 watch = out["watch"]["gw"]
                 if args.mode == "stream":
                     cpu = watch["cpu_s"] * 1e6 / out["content_total"]
-                    v.runs.append((cpu, float(out["content_per_s"]), watch["rss_peak_kb"] / 1024))
+                    ttft = float(out["ttft_ms"]["p50"])
+                    v.runs.append((cpu, float(out["content_per_s"]), watch["rss_peak_kb"] / 1024, ttft))
                 else:
                     cpu = watch["cpu_s"] * 1e6 / out["ok"]
-                    v.runs.append((cpu, float(out["requests_per_s"]), watch["rss_peak_kb"] / 1024))
+                    v.runs.append((cpu, float(out["requests_per_s"]), watch["rss_peak_kb"] / 1024, 0.0))
                 print(f"{i} {v.name:12s} {figures(args.mode, *v.runs[-1])}", flush=True)
         print("medians:")
         for v in args.variants:
             cpu = statistics.median(run[0] for run in v.runs)
             rate = statistics.median(run[1] for run in v.runs)
             peak = max(run[2] for run in v.runs)
+            ttft = statistics.median(run[3] for run in v.runs)
             kind = f"{'keyed' if v.keyed else 'keyless'}, {v.store}"
-            print(f"  {v.name:12s} {figures(args.mode, cpu, rate, peak)}  ({kind}, {v.src})")
+            print(f"  {v.name:12s} {figures(args.mode, cpu, rate, peak, ttft)}  ({kind}, {v.src})")
     finally:
         for service in services.values():
             service.stop()
