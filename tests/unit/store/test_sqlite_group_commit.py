@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_sqlite_inline import _record
 
-from tidegate.store.group_commit import QUIET_S
+from tidegate.store.group_commit import LONE_COMMITS
 from tidegate.store.sqlite import SQLiteStore
 
 _WAL_FRAME_BYTES = 24 + 4096
@@ -140,40 +140,57 @@ class _Turns:
         self._handle.cancel()
 
 
-async def test_a_write_that_finds_the_store_quiet_commits_in_its_callers_step(tmp_path: Path) -> None:
-    """A lone request's durable record costs it no turn of the loop (time to first token at one
-    stream); a write right after a commit still waits for the others of its turn."""
+async def _lone_writes(store: SQLiteStore, prefix: str) -> None:
+    """`LONE_COMMITS` writes one after another, a turn apart: commits of one write each, as one
+    stream's are (its record, then its outcome, then the next stream's record)."""
+    for i in range(LONE_COMMITS):
+        await store.begin_generation(_record(f"{prefix}{i}"))
+        await asyncio.sleep(0)
+
+
+async def test_after_lone_commits_a_write_commits_in_its_callers_step(tmp_path: Path) -> None:
+    """One stream's durable record costs it no turn of the loop (time to first token at one stream)
+    once the commits before it each carried one write; a wave of writes in one turn still shares a
+    commit, and turns batching back on."""
     path = tmp_path / "t.db"
     store = await _store_with(path, "first")
-    await asyncio.sleep(2 * QUIET_S)
+    await _lone_writes(store, "lone")
     turns = _Turns()
-    await store.begin_generation(_record("quiet"))
-    quiet_turns = turns.count
-    assert _status(path, "quiet") == "in_progress"  # committed before it returned
-    await store.begin_generation(_record("busy"))  # a commit just happened: batched
-    busy_turns = turns.count - quiet_turns
+    await store.begin_generation(_record("at-once"))
+    at_once_turns = turns.count
     turns.stop()
-    assert quiet_turns == 0 and busy_turns >= 1, (quiet_turns, busy_turns)
-    assert _status(path, "busy") == "in_progress"
+    assert at_once_turns == 0, at_once_turns
+    assert _status(path, "at-once") == "in_progress"  # committed before it returned
+    before = _wal_frames(path)
+    wave = await asyncio.gather(*(store.begin_generation(_record(f"w{i}", idem=f"w{i}")) for i in range(16)))
+    assert [r.outcome for r in wave] == ["created"] * 16
+    assert _wal_frames(path) - before < 16  # the first alone at most, the rest together
+    turns = _Turns()
+    await store.begin_generation(_record("after-the-wave"))  # the last commit carried several
+    batched_turns = turns.count
+    turns.stop()
+    assert batched_turns >= 1, batched_turns
     await store.close()
 
 
-async def test_a_quiet_write_that_fails_fails_alone_and_the_next_ones_commit(tmp_path: Path) -> None:
+async def test_a_write_committed_at_once_that_fails_fails_alone(tmp_path: Path) -> None:
     path = tmp_path / "t.db"
     store = await _store_with(path, "taken")
-    await asyncio.sleep(2 * QUIET_S)
+    await _lone_writes(store, "lone")
     with pytest.raises(sqlite3.IntegrityError):
-        await store.begin_generation(_record("taken"))  # quiet, inline, and the id is taken
+        await store.begin_generation(_record("taken"))  # at once, and the id is taken
     await store.begin_generation(_record("next"))
     assert _status(path, "next") == "in_progress"
     await store.close()
 
 
-async def test_a_quiet_write_that_finds_the_database_locked_goes_to_the_store_thread(tmp_path: Path) -> None:
+async def test_a_write_committed_at_once_that_finds_the_database_locked_goes_to_the_store_thread(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "t.db"
     store = await _store_with(path, "first")
+    await _lone_writes(store, "lone")
     other = _lock(path)
-    await asyncio.sleep(2 * QUIET_S)
     writing = asyncio.ensure_future(store.begin_generation(_record("waits")))
     await asyncio.sleep(0.2)
     assert not writing.done() and _status(path, "waits") is None  # waiting for the lock, off the loop
