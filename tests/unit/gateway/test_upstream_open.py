@@ -11,24 +11,9 @@ from collections.abc import Generator
 
 import pytest
 
+from loop_helpers import Turns
 from tidegate.gateway.opening import UpstreamOpen
 from tidegate.resume import Resume
-
-
-class Turns:
-    """Counts turns of the running loop (a callback that puts itself back once per turn)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._loop = asyncio.get_running_loop()
-        self._handle = self._loop.call_soon(self._tick)
-
-    def _tick(self) -> None:
-        self.count += 1
-        self._handle = self._loop.call_soon(self._tick)
-
-    def stop(self) -> None:
-        self._handle.cancel()
 
 
 async def test_the_first_step_runs_before_the_constructor_returns() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import uvicorn
 
+from loop_helpers import answer_lifespan
 from tidegate.server.disconnect import DisconnectWatch
 from tidegate.server.http import Request
 
@@ -23,9 +24,7 @@ REQUEST = b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}"
 async def serving(handler: App) -> AsyncIterator[int]:
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
+            await answer_lifespan(receive, send)
             return
         req = Request.from_scope(scope, receive, send)
         await req.body(1024)

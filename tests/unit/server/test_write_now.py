@@ -15,6 +15,7 @@ from typing import Any
 
 import uvicorn
 
+from loop_helpers import answer_lifespan
 from tidegate.server.http import Request
 
 BLOCK = 64 * 1024
@@ -32,9 +33,7 @@ async def test_a_held_write_is_finished_first_by_the_next_write() -> None:
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
+            await answer_lifespan(receive, send)
             return
         req = Request.from_scope(scope, receive, send)
         await req.start(200, "text/plain")

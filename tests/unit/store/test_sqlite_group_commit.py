@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from test_sqlite_inline import _record
 
+from loop_helpers import Turns
 from tidegate.store.group_commit import LONE_COMMITS
 from tidegate.store.sqlite import SQLiteStore
 
@@ -124,22 +125,6 @@ async def test_a_cancelled_caller_hears_of_it_once_its_write_is_committed(tmp_pa
     await store.close()
 
 
-class _Turns:
-    """Counts turns of the running loop (a callback that puts itself back once per turn)."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self._loop = asyncio.get_running_loop()
-        self._handle = self._loop.call_soon(self._tick)
-
-    def _tick(self) -> None:
-        self.count += 1
-        self._handle = self._loop.call_soon(self._tick)
-
-    def stop(self) -> None:
-        self._handle.cancel()
-
-
 async def _lone_writes(store: SQLiteStore, prefix: str) -> None:
     """`LONE_COMMITS` writes one after another, a turn apart: commits of one write each, as one
     stream's are (its record, then its outcome, then the next stream's record)."""
@@ -155,7 +140,7 @@ async def test_after_lone_commits_a_write_commits_in_its_callers_step(tmp_path: 
     path = tmp_path / "t.db"
     store = await _store_with(path, "first")
     await _lone_writes(store, "lone")
-    turns = _Turns()
+    turns = Turns()
     await store.begin_generation(_record("at-once"))
     at_once_turns = turns.count
     turns.stop()
@@ -165,7 +150,7 @@ async def test_after_lone_commits_a_write_commits_in_its_callers_step(tmp_path: 
     wave = await asyncio.gather(*(store.begin_generation(_record(f"w{i}", idem=f"w{i}")) for i in range(16)))
     assert [r.outcome for r in wave] == ["created"] * 16
     assert _wal_frames(path) - before < 16  # the first alone at most, the rest together
-    turns = _Turns()
+    turns = Turns()
     await store.begin_generation(_record("after-the-wave"))  # the last commit carried several
     batched_turns = turns.count
     turns.stop()
