@@ -106,3 +106,31 @@ def receive_event(req: Request) -> asyncio.Event:
     cycle = req.receive.__self__  # type: ignore[attr-defined]
     event: asyncio.Event = cycle.message_event
     return event
+
+
+async def test_a_server_whose_receive_is_no_coroutine_gets_a_task() -> None:
+    """An ASGI server may hand out `receive` returning any awaitable (here a future): the watch then
+    awaits it in a task of its own, and leaving the block cancels that task."""
+    loop = asyncio.get_running_loop()
+    messages: list[asyncio.Future[dict[str, Any]]] = []
+
+    def receive() -> asyncio.Future[dict[str, Any]]:
+        messages.append(loop.create_future())
+        return messages[-1]
+
+    async def send(message: Any) -> None:
+        return None
+
+    req = Request.from_scope({"type": "http", "headers": []}, receive, send)  # type: ignore[arg-type]
+    disconnected = asyncio.Event()
+    async with DisconnectWatch(req, disconnected):
+        messages[-1].set_result({"type": "http.request", "body": b"", "more_body": False})
+        await asyncio.sleep(0.01)
+        assert not disconnected.is_set() and len(messages) == 2  # listening again
+        messages[-1].set_result({"type": "http.disconnect"})
+        await asyncio.wait_for(disconnected.wait(), 5)
+    quiet = asyncio.Event()
+    async with DisconnectWatch(req, quiet):
+        await asyncio.sleep(0)  # the task awaits the server's message
+        pending = messages[-1]
+    assert pending.cancelled() and not quiet.is_set()  # the task was cancelled with its wait
