@@ -39,6 +39,13 @@ class Usage:
     cached_tokens: int | None = None
 
 
+def usage_dict(u: Usage) -> dict[str, int | None]:
+    """`u`'s fields by name, in order: what the stores keep. (Neither `dataclasses.asdict`, which
+    deep-copies, nor orjson on the dataclass, which first tries `__dict__` on a slots class and
+    builds and drops a formatted AttributeError.)"""
+    return {name: getattr(u, name) for name in Usage.__slots__}
+
+
 @dataclass(slots=True)
 class GenerationRecord:
     id: str

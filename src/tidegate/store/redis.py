@@ -16,7 +16,7 @@ Every multi-key change is one Lua script, so `begin_generation` is atomic across
 from __future__ import annotations
 
 import struct
-from dataclasses import asdict, fields
+from dataclasses import fields
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -26,7 +26,7 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
 from . import logpack
-from .base import ApiKey, BeginResult, GenerationRecord, LogRun, Usage
+from .base import ApiKey, BeginResult, GenerationRecord, LogRun, Usage, usage_dict
 
 DEFAULT_PREFIX = "tidegate:"
 _GEN_FIELDS = tuple(f.name for f in fields(GenerationRecord))
@@ -196,7 +196,7 @@ def _enc(value: Any) -> bytes:
 def _gen_fields(record: GenerationRecord) -> list[Any]:
     out: list[Any] = []
     for name in _GEN_FIELDS:
-        value = asdict(record.usage) if name == "usage" else getattr(record, name)
+        value = usage_dict(record.usage) if name == "usage" else getattr(record, name)
         out += [name, _enc(value)]
     return out
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from .base import ApiKey, GenerationRecord, Usage
+from .base import ApiKey, GenerationRecord, Usage, usage_dict
 
 GEN_COLUMNS = (
     "id, key_id, model, door, created_at, status, idempotency_key, request_hash, provider, served_model, "
@@ -23,20 +23,6 @@ FINAL_COLUMNS = (
 )
 
 
-def usage_json(u: Usage) -> str:
-    """`u` as JSON text, fields in order. (orjson takes a slots dataclass after a failed `__dict__`
-    lookup, which builds and drops a formatted AttributeError: two per generation.)"""
-    return orjson.dumps(
-        {
-            "prompt_tokens": u.prompt_tokens,
-            "completion_tokens": u.completion_tokens,
-            "total_tokens": u.total_tokens,
-            "reasoning_tokens": u.reasoning_tokens,
-            "cached_tokens": u.cached_tokens,
-        }
-    ).decode()
-
-
 def _outcome(r: GenerationRecord) -> tuple[Any, ...]:
     """The record's FINAL_COLUMNS values; `usage` and `error` as JSON text."""
     return (
@@ -45,7 +31,7 @@ def _outcome(r: GenerationRecord) -> tuple[Any, ...]:
         r.served_model,
         r.attempts,
         r.finish_reason,
-        usage_json(r.usage),
+        orjson.dumps(usage_dict(r.usage)).decode(),
         r.usage_estimated,
         float(r.cost),
         r.output_text,
