@@ -95,6 +95,13 @@ def wait_for_successor(server: ServerProcess, port: int, gone: int, timeout: flo
     raise AssertionError(f"no worker replaced {gone}: {listeners(server, port)}\n{server.log()}")
 
 
+def wait_for_log(server: ServerProcess, text: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and text not in server.log():
+        time.sleep(0.05)
+    assert text in server.log(), server.log()
+
+
 def assert_serving(server: ServerProcess, requests: int = 20) -> None:
     """Fresh connections, whichever worker takes them, all answered; the parent still running."""
     for _ in range(requests):
@@ -144,27 +151,38 @@ def test_each_worker_listens_on_its_own_socket_and_connections_spread(tmp_path: 
 
 def test_a_dead_worker_is_replaced(tmp_path: Path) -> None:
     with two_workers(tmp_path) as (server, port):
-        victim = min(wait_for_workers(server, port, 2))
+        victim, other = sorted(wait_for_workers(server, port, 2))
         os.kill(victim, signal.SIGKILL)
-        wait_for_successor(server, port, victim)
+        (successor,) = set(wait_for_successor(server, port, victim)) - {other}
         assert_serving(server)
         assert f"worker {victim} exited" in server.log()
+        wait_for_log(server, f"worker {successor} serving")  # the parent's word that it started
 
 
 def test_a_worker_whose_event_loop_stops_is_replaced(tmp_path: Path) -> None:
     """SIGSTOP freezes a worker as a blocked event loop would: its heartbeat stops, and after
     `server.worker_timeout_s` the parent kills it and starts another; the busy one is left alone."""
     config = store_only_config(tmp_path).replace("[server]\n", "[server]\nworker_timeout_s = 2\n")
-    with two_workers(tmp_path, config) as (server, port):
-        victim, other = sorted(wait_for_workers(server, port, 2))
+    server = start_server(tmp_path, config, args=["--workers", "2"], wait_ready=False)
+    port = port_of(server)
+    try:
+        # stopped the moment it listens: its loop has stamped a heartbeat by then (it was never
+        # missed when the first beat came after the listening, once the app had started)
+        deadline, found = time.monotonic() + 60, {}
+        while not found and time.monotonic() < deadline:
+            found = listeners(server, port)
+        victim = min(found)
         os.kill(victim, signal.SIGSTOP)
         stopped_at = time.monotonic()
+        (other,) = set(wait_for_workers(server, port, 2)) - {victim}  # the stopped one still listens
         found = wait_for_successor(server, port, victim)
         assert time.monotonic() - stopped_at >= 2  # not before its timeout
         assert other in found  # the worker whose loop kept running stays
         assert f"worker {victim}'s event loop has not run for" in server.log()
         assert f"worker {victim} exited (code -9)" in server.log()
         assert_serving(server)
+    finally:
+        server.stop()
 
 
 def test_sigusr1_writes_a_workers_stacks_and_it_keeps_serving(tmp_path: Path) -> None:
@@ -236,10 +254,7 @@ def test_sighup_replaces_the_workers_one_by_one_and_reads_the_config_again(tmp_p
         server.config_path.write_text(config_with_model(tmp_path, "after/m"))
         asker.start()
         server.proc.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and "reloaded" not in server.log():
-            time.sleep(0.1)
-        assert "reloaded" in server.log(), server.log()
+        wait_for_log(server, "reloaded", timeout=120)
         now = wait_for_workers(server, port, 2)
         assert old.isdisjoint(now)
         done.set()
@@ -249,9 +264,11 @@ def test_sighup_replaces_the_workers_one_by_one_and_reads_the_config_again(tmp_p
             ids = [m["id"] for m in httpx.get(server.base_url + "/v1/models", headers=server.headers).json()["data"]]
             assert "after/m" in ids and "before/m" not in ids
         # a connection still queued on an old worker's socket as it closes is reset by the kernel
-        # (unless net.ipv4.tcp_migrate_req is on): rare, never more than one here
+        # (unless net.ipv4.tcp_migrate_req is on), one accepted whose request has not arrived yet is
+        # closed by its graceful shutdown: the asker has one connection open at a time, so at most
+        # one per worker replaced; with nobody listening for a moment, every connection then fails
         failed = [a for a in answers if a != 200]
-        assert len(answers) > 20 and len(failed) <= 1, failed
+        assert len(answers) > 20 and len(failed) <= 2, failed
     finally:
         done.set()
         if asker.is_alive():

@@ -15,8 +15,9 @@ stopped: a config file edited meanwhile takes effect), SIGINT/SIGTERM stop the w
 and then the parent.
 
 A worker whose event loop stops running is replaced too: each worker's loop stamps a heartbeat in
-shared memory every second, and one silent for `server.worker_timeout_s` gets SIGUSR1 (its threads'
-stacks go to the log: where the loop is stuck), then SIGKILL, and a successor. uvicorn's supervisor
+shared memory every second from its first step (before the app's startup), and one silent for
+`server.worker_timeout_s` gets SIGUSR1 (its threads' stacks go to the log: where the loop is
+stuck), then SIGKILL, and a successor. uvicorn's supervisor
 answered its pings from a thread of the worker, which sees a dead or stopped process but not a loop
 that a blocking call holds.
 """
@@ -100,8 +101,8 @@ def claim_port(host: str, port: int) -> socket.socket:
 
 def _worker_main(uvicorn_options: dict[str, Any], host: str, port: int, serving: Event, heartbeat: Heartbeat) -> None:
     """A worker process: its own listening socket, then uvicorn's server on it; `serving` is set
-    once the server has started (the app's startup done, the socket listening), and from then on
-    the server's event loop stamps `heartbeat`. SIGUSR1 writes every thread's stack to stderr."""
+    once the server has started (the app's startup done, the socket listening). The server's event
+    loop stamps `heartbeat` from its start. SIGUSR1 writes every thread's stack to stderr."""
     import uvicorn
 
     faulthandler.register(signal.SIGUSR1, all_threads=True)
@@ -111,15 +112,22 @@ def _worker_main(uvicorn_options: dict[str, Any], host: str, port: int, serving:
     except OSError as exc:
         print(f"tidegate worker {os.getpid()}: cannot listen on {host}:{port}: {exc.strerror}", file=sys.stderr)
         sys.exit(STARTUP_FAILURE)
-    server = uvicorn.Server(uvicorn.Config(host=host, port=port, **uvicorn_options))
+
+    class BeatingServer(uvicorn.Server):
+        """uvicorn's server whose event loop stamps `heartbeat` from its first step on, before the
+        app's startup and the socket's listening: no moment when it listens and has no heartbeat
+        to miss (a worker stopped in that moment was never replaced)."""
+
+        async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+            _beat(asyncio.get_running_loop(), heartbeat)
+            await super().serve(sockets=sockets)
+
+    server = BeatingServer(uvicorn.Config(host=host, port=port, **uvicorn_options))
 
     def tell_when_serving() -> None:
         while not server.started and not server.should_exit:
             time.sleep(0.05)
         if server.started:
-            loop = server.servers[0].get_loop()
-            heartbeat.value = time.monotonic()
-            loop.call_soon_threadsafe(_beat, loop, heartbeat)
             serving.set()
 
     threading.Thread(target=tell_when_serving, daemon=True).start()
@@ -152,6 +160,7 @@ class Supervisor:
         self._pause = 0.0
         self._stop_signal: int | None = None
         self._reload = False
+        self._announced: set[int] = set()  # workers whose `serving` line the log has
 
     def _start_one(self) -> Worker:
         serving = self._context.Event()
@@ -181,6 +190,7 @@ class Supervisor:
                 if self._reload:
                     self._reload = False
                     self._replace_all()
+                self._announce_serving()
                 self._kill_hung()
                 failed = self._replace_dead()
                 if failed:
@@ -214,6 +224,17 @@ class Supervisor:
                 return False
             self._workers[i] = self._start_one()
         return False
+
+    def _announce_serving(self) -> None:
+        """`worker PID serving` once per worker, when it has started (the app's startup done, its
+        socket listening)."""
+        self._announced &= {w.process.pid for w in self._workers}  # a pid used again is a new worker
+        for w in self._workers:
+            pid = w.process.pid
+            if pid is not None and pid not in self._announced and w.serving.is_set():
+                self._announced.add(pid)
+                lived = time.monotonic() - w.started_at
+                click.echo(f"tidegate: worker {pid} serving ({lived:.1f} s after its start)", err=True)
 
     def _kill_hung(self) -> None:
         """SIGUSR1 (the stacks, to the log) and then SIGKILL for each worker whose loop has been silent
@@ -253,6 +274,7 @@ class Supervisor:
                     return
             _stop([old])
             self._workers[i] = new
+            self._announce_serving()
         click.echo(f"tidegate: reloaded: workers {', '.join(str(w.process.pid) for w in self._workers)}", err=True)
 
 
