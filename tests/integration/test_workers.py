@@ -171,6 +171,7 @@ def test_a_worker_whose_event_loop_stops_is_replaced(tmp_path: Path) -> None:
         deadline, found = time.monotonic() + 60, {}
         while not found and time.monotonic() < deadline:
             found = listeners(server, port)
+        assert found, server.log()
         victim = min(found)
         os.kill(victim, signal.SIGSTOP)
         stopped_at = time.monotonic()
