@@ -443,9 +443,13 @@ class SQLiteStore:
     async def prune(self, older_than: float) -> int:
         def _prune(db: sqlite3.Connection) -> int:
             cur = db.execute("DELETE FROM idempotency WHERE created_at < ?", (older_than,))
+            # from the logs (only keyed generations keep any, and only for the retention period) to their
+            # records by primary key: no index on `created_at` for the records to keep up on every insert
             db.execute(
                 "DELETE FROM generation_log_batches WHERE generation_id IN"
-                " (SELECT id FROM generations WHERE created_at < ? AND status != 'in_progress')",
+                " (SELECT g.id FROM generations g"
+                " WHERE g.id IN (SELECT DISTINCT generation_id FROM generation_log_batches)"
+                " AND g.created_at < ? AND g.status != 'in_progress')",
                 (older_than,),
             )
             return cur.rowcount

@@ -1,4 +1,6 @@
-"""The SQLite store's tables (created when missing; `generations_status` was dropped in stop 19)."""
+"""The SQLite store's tables (created when missing). Dropped from databases made before: `generations_status`
+(stop 19) and `generations_created` (stop 30: a third B-tree page in every record's first commit, for an
+hourly prune that now starts from the log batches it deletes)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS api_keys (
@@ -33,7 +35,7 @@ CREATE TABLE IF NOT EXISTS generations (
     owner TEXT NOT NULL DEFAULT ''
 );
 DROP INDEX IF EXISTS generations_status;
-CREATE INDEX IF NOT EXISTS generations_created ON generations(created_at);
+DROP INDEX IF EXISTS generations_created;
 CREATE TABLE IF NOT EXISTS instance_starts (
     owner TEXT PRIMARY KEY,
     last_rowid INTEGER NOT NULL

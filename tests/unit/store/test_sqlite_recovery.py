@@ -26,9 +26,9 @@ def _indexes(path: Path) -> set[str]:
         return {row[0] for row in rows}
 
 
-async def test_a_request_writes_at_most_four_and_a_half_wal_frames(tmp_path: Path) -> None:
-    """The record before the upstream call and its final state: the table's page, the id's index
-    and `created_at`'s, then the table's page again (an index on status added two more)."""
+async def test_a_request_writes_at_most_three_and_a_half_wal_frames(tmp_path: Path) -> None:
+    """The record before the upstream call and its final state: the table's page and the id's index,
+    then the table's page again (an index on status added two more, one on `created_at` one: 4.19)."""
     path = tmp_path / "t.db"
     store = SQLiteStore(f"sqlite:///{path}")
     await store.open()
@@ -47,12 +47,12 @@ async def test_a_request_writes_at_most_four_and_a_half_wal_frames(tmp_path: Pat
                 dataclasses.replace(rec, status="completed", finish_reason="stop", output_text="hello " * 30)
             )
         frames = ((path.parent / "t.db-wal").stat().st_size - WAL_HEADER) / (page_size + WAL_FRAME_HEADER)
-        assert frames / pairs <= 4.5, f"{frames / pairs:.2f} WAL frames per request"
+        assert frames / pairs <= 3.5, f"{frames / pairs:.2f} WAL frames per request"
     finally:
         await store.close()
 
 
-async def test_a_database_from_before_loses_the_status_index_and_its_running_records_are_found(
+async def test_a_database_from_before_loses_its_dropped_indexes_and_its_running_records_are_found(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "old.db"
@@ -66,12 +66,13 @@ async def test_a_database_from_before_loses_the_status_index_and_its_running_rec
     await store.close()
     with sqlite3.connect(path) as db:  # what an earlier version left on disk
         db.execute("CREATE INDEX generations_status ON generations(status)")
+        db.execute("CREATE INDEX generations_created ON generations(created_at)")
         db.execute("DROP TABLE instance_starts")
 
     store = SQLiteStore(f"sqlite:///{path}")
     await store.open()
     try:
-        assert _indexes(path) == {"generations_created", "sqlite_autoindex_generations_1"}
+        assert _indexes(path) == {"sqlite_autoindex_generations_1"}
         assert await store.mark_interrupted("me:1") == 2  # no bound yet: every record is looked at
         for rec in running:
             got = await store.get_generation(rec.id)
