@@ -101,6 +101,7 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
         "lifespan": "on",
         "access_log": False,
         "proxy_headers": False,  # nothing reads the client address or scheme: skip the per-request rewrite
+        "server_header": False,  # no `server: uvicorn` on every answer (a header's two regex checks in uvicorn)
         "log_level": "warning",
         "timeout_graceful_shutdown": 5,
     }

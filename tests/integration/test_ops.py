@@ -47,6 +47,16 @@ def test_metrics_count_requests_generations_and_tokens(local_server: ServerProce
     assert "tidegate_generations_running 0" in after
 
 
+def test_answers_carry_a_date_and_do_not_name_the_server_software(local_server: ServerProcess) -> None:
+    for resp in (
+        httpx.get(local_server.base_url + "/healthz"),
+        httpx.get(local_server.base_url + "/v1/models"),  # a 401
+        httpx.get(local_server.base_url + "/v1/models", headers=local_server.headers),
+    ):
+        assert "date" in resp.headers
+        assert "server" not in resp.headers, resp.headers
+
+
 def test_metrics_count_upstream_failures_and_fallbacks(tmp_path: Path) -> None:
     with OpenAIUpstream() as upstream:
         config = tidegate_toml(
