@@ -124,11 +124,6 @@ async def drive_stream(
 ) -> None:
     keepalive = encode_comment(state.config.server.keepalive_text)
 
-    async def write(frames: bytes) -> None:
-        if frames:
-            gen.recorder.log_frames(frames)
-            await req.write(frames)
-
     failure: Failed | None = None
     # bound once, used per event; a generation that keeps no logs skips the frame log's call
     observe, render = gen.recorder.observe, writer.event
@@ -169,22 +164,35 @@ async def drive_stream(
             return True
         return req.write_now(out[0] if len(out) == 1 else b"".join(out))
 
+    # The response starts with the item after `Committed` (the relay hands both over in one step):
+    # the head, the writer's first frames and that item's leave in one write (`Request.start`).
+    head: dict[str, str] | None = None
+    first = b""
     try:
         async with contextlib.aclosing(gen.items()) as items:
             async for item in items:
                 if isinstance(item, Committed):
-                    await req.start(200, SSE_CONTENT_TYPE, {**provider_headers(item), **headers})
-                    await write(writer.begin(item))
+                    head = {**provider_headers(item), **headers}
+                    first = writer.begin(item)
+                    if first:
+                        gen.recorder.log_frames(first)
                     continue
                 if item is KEEPALIVE:
-                    await write(writer.keepalive_tick())
-                    await req.write(keepalive)
-                    continue
-                data, failure = frames_of(item)  # type: ignore[arg-type]
-                if data:
+                    tick = writer.keepalive_tick()
+                    if tick:
+                        gen.recorder.log_frames(tick)
+                    data = tick + keepalive
+                else:
+                    data, failure = frames_of(item)  # type: ignore[arg-type]
+                if head is not None:
+                    await req.start(200, SSE_CONTENT_TYPE, head, first + data)
+                    head, first = None, b""
+                elif data:
                     await req.write(data)
                 if failure is not None:
                     break
+                if item is KEEPALIVE:
+                    continue
                 if not req.write_held:  # from now on plain batches skip this loop (`direct`), until one does not
                     relay.attach(direct)
                 del item, data  # not kept alive while the next one is awaited (memory per stream)
@@ -194,6 +202,8 @@ async def drive_stream(
             await req.respond_error(exc, {"x-provider-attempts": str(gen.relay.attempts)})
             return
         failure = Failed("upstream_error", exc.message, gen.relay.provider or "")
+    if head is not None:  # never left unsent, though the relay always hands an item after `Committed`
+        await req.start(200, SSE_CONTENT_TYPE, head, first)
     if gen.recorder.usage is None:  # the ending may carry an estimate: never load the tokenizer on the loop
         await tokenizer_ready()
     if failure is None:

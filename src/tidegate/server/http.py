@@ -11,6 +11,7 @@ import orjson
 
 from ..errors import InvalidRequest, PayloadTooLarge, TidegateError
 from ..resume import Resume
+from .joined_writes import JoinedWrites
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -101,14 +102,15 @@ class Request:
             out.append((k.lower().encode("latin-1"), v.encode("latin-1")))
         return out
 
-    async def start(self, status: int, content_type: str, extra: dict[str, str] | None = None) -> None:
+    async def start(
+        self, status: int, content_type: str, extra: dict[str, str] | None = None, body: bytes = b""
+    ) -> None:
+        """Start a response whose body follows in `write`s; `body`, the first of it, leaves with the
+        head in one write (`joined_writes.py`)."""
         headers = [(b"content-type", content_type.encode()), *self.base_headers(extra)]
         if content_type.startswith("text/event-stream"):
             headers += [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
-        self.status = status
-        self._headers = None
-        await self.send({"type": "http.response.start", "status": status, "headers": headers})
-        self.started = True
+        await self._send_head(status, headers, body, True)
 
     async def write(self, data: bytes, more: bool = True) -> None:
         if self._unfinished is not None:  # the bytes `write_now` could not write go first
@@ -147,11 +149,25 @@ class Request:
             (b"content-length", str(len(body)).encode()),
             *self.base_headers(extra),
         ]
+        await self._send_head(status, headers, body, False)
+
+    async def _send_head(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes, more: bool) -> None:
+        """The head and, unless it is empty and more follows, a first body message: one write."""
         self.status = status
         self._headers = None
-        await self.send({"type": "http.response.start", "status": status, "headers": headers})
-        self.started = True
-        await self.send({"type": "http.response.body", "body": body, "more_body": False})
+        start = {"type": "http.response.start", "status": status, "headers": headers}
+        if more and not body:
+            await self.send(start)
+            self.started = True
+            return
+        joined = JoinedWrites.install(self.send)
+        try:
+            await self.send(start)
+            self.started = True
+            await self.send({"type": "http.response.body", "body": body, "more_body": more})
+        finally:
+            if joined is not None:
+                joined.release()
 
     async def respond_json(self, status: int, payload: Any, extra: dict[str, str] | None = None) -> None:
         await self.respond_bytes(status, orjson.dumps(payload), "application/json", extra)
