@@ -37,12 +37,6 @@ def silent_port() -> Iterator[int]:
 
 
 @pytest.fixture(scope="module")
-def emu() -> Iterator[OpenAIUpstream]:
-    with OpenAIUpstream() as upstream:
-        yield upstream
-
-
-@pytest.fixture(scope="module")
 def server(emu: OpenAIUpstream, silent_port: int, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     workdir = tmp_path_factory.mktemp("connect-timeout")
     providers = {

@@ -24,12 +24,6 @@ EMU_KEY = "sk-emu-secret-0123456789abcdef"
 
 
 @pytest.fixture(scope="module")
-def emu() -> Iterator[OpenAIUpstream]:
-    with OpenAIUpstream() as upstream:
-        yield upstream
-
-
-@pytest.fixture(scope="module")
 def server(emu: OpenAIUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     workdir = tmp_path_factory.mktemp("openai-passthrough")
     dead = f"http://127.0.0.1:{free_port()}/v1"

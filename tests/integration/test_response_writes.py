@@ -27,12 +27,6 @@ HI = [{"role": "user", "content": "hi"}]
 
 
 @pytest.fixture(scope="module")
-def emu() -> Iterator[OpenAIUpstream]:
-    with OpenAIUpstream() as upstream:
-        yield upstream
-
-
-@pytest.fixture(scope="module")
 def server(emu: OpenAIUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     workdir = tmp_path_factory.mktemp("response-writes")
     config = tidegate_toml(

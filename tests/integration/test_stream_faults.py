@@ -28,12 +28,6 @@ IDLE = 1.0
 
 
 @pytest.fixture(scope="module")
-def emu() -> Iterator[OpenAIUpstream]:
-    with OpenAIUpstream() as upstream:
-        yield upstream
-
-
-@pytest.fixture(scope="module")
 def server(emu: OpenAIUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """No keep-alive within a test's time (30 s); idle timeout 1 s."""
     workdir = tmp_path_factory.mktemp("stream-faults")
