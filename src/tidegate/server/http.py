@@ -11,6 +11,7 @@ import orjson
 
 from ..errors import InvalidRequest, PayloadTooLarge, TidegateError
 from ..resume import Resume
+from .direct_body import chunked_cycle, write_chunk
 from .joined_writes import JoinedWrites
 
 Scope = MutableMapping[str, Any]
@@ -30,6 +31,7 @@ class Request:
     status: int = 0  # the status sent (0: none yet), for the request metric
     _headers: dict[str, str] | None = None  # decoded on first use, dropped when a stream starts
     _unfinished: Awaitable[Any] | None = None  # a `write_now` the client's flow control held up
+    _chunked: Any = None  # the server's request cycle once a chunked body started (`direct_body.py`)
 
     @classmethod
     def from_scope(cls, scope: Scope, receive: Receive, send: Send) -> Request:
@@ -116,15 +118,20 @@ class Request:
         if self._unfinished is not None:  # the bytes `write_now` could not write go first
             unfinished, self._unfinished = self._unfinished, None
             await unfinished
+        elif more and data and self._chunked is not None and write_chunk(self._chunked, data):
+            return
         await self.send({"type": "http.response.body", "body": data, "more_body": more})
 
     def write_now(self, data: bytes) -> bool:
         """Write body bytes without a task (from a protocol callback: the relay's direct delivery).
-        The server's `send` runs by hand; it writes at once unless the client's flow control holds
-        it up: then False, and the rest of that write runs in the request's task, first thing in
-        its next `write` (so the bytes keep their order)."""
+        The server's `send` runs by hand (or its transport takes the chunk, `direct_body.py`); it
+        writes at once unless the client's flow control holds it up: then False, and the rest of
+        that write runs in the request's task, first thing in its next `write` (so the bytes keep
+        their order)."""
         if self._unfinished is not None:
             raise RuntimeError("an earlier write is still held up: `write` it first")
+        if data and self._chunked is not None and write_chunk(self._chunked, data):
+            return True
         sending = self.send({"type": "http.response.body", "body": data, "more_body": True})
         if type(sending) is not CoroutineType:  # a server whose send is not a coroutine: its task awaits it
             self._unfinished = sending
@@ -159,15 +166,17 @@ class Request:
         if more and not body:
             await self.send(start)
             self.started = True
-            return
-        joined = JoinedWrites.install(self.send)
-        try:
-            await self.send(start)
-            self.started = True
-            await self.send({"type": "http.response.body", "body": body, "more_body": more})
-        finally:
-            if joined is not None:
-                joined.release()
+        else:
+            joined = JoinedWrites.install(self.send)
+            try:
+                await self.send(start)
+                self.started = True
+                await self.send({"type": "http.response.body", "body": body, "more_body": more})
+            finally:
+                if joined is not None:
+                    joined.release()
+        if more:
+            self._chunked = chunked_cycle(self.send)
 
     async def respond_json(self, status: int, payload: Any, extra: dict[str, str] | None = None) -> None:
         await self.respond_bytes(status, orjson.dumps(payload), "application/json", extra)
