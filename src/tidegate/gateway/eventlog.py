@@ -37,13 +37,14 @@ _TYPES: dict[str, type[Any]] = {
     "image": Image,
 }
 _NAMES = {cls: name for name, cls in _TYPES.items()}
+_FIELDS: dict[type, tuple[str, ...]] = {cls: tuple(f.name for f in fields(cls)) for cls in _TYPES.values()}
 
 
 def encode_event(event: Event) -> bytes:
     if isinstance(event, RawFrame):
         return orjson.dumps({"t": "raw", "data": base64.b64encode(event.data).decode()})
-    # slots dataclasses: a flat dict of the fields (no `asdict` deep copy on the hot path)
-    payload = {name: getattr(event, name) for name in event.__slots__}
+    # a flat dict of the fields (no `asdict` deep copy on the hot path)
+    payload = {name: getattr(event, name) for name in _FIELDS[type(event)]}
     payload["t"] = _NAMES[type(event)]
     return orjson.dumps(payload)
 
