@@ -1,7 +1,8 @@
 """Canonical events: the one stream every provider decodes into and every renderer reads from.
 
-Small immutable structs (`@event`), one per fact. Providers never see door formats; renderers never see provider
-formats. `RawFrame` carries an OpenAI-compatible upstream's chunk bytes for the passthrough chat door.
+Small immutable structs (`@event`), one per fact. Providers never see door formats; renderers never
+see provider formats. `RawFrame` carries an OpenAI-compatible upstream's chunk bytes for the
+passthrough chat door.
 """
 
 from __future__ import annotations

@@ -16,11 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-# uvicorn's request cycle for the httptools parser and what `write_chunk` reads of it (present since
-# uvicorn 0.13; checked when a stream starts, so a server that changed them is simply not used)
+# uvicorn's request cycle for the httptools parser and what `write_chunk` reads of it (checked on
+# the first cycle of its class: a uvicorn that renamed them is simply not used)
 HTTPTOOLS_CYCLE = ("uvicorn.protocols.http.httptools_impl", "RequestResponseCycle")
 CYCLE_FIELDS = ("chunked_encoding", "disconnected", "flow", "response_complete", "transport")
-
 
 _known: list[type] = []  # the cycle's class, once one of its objects was seen to have the fields
 
