@@ -6,41 +6,16 @@ runs it), and a server whose cycle is not known (h11) gets every message through
 from __future__ import annotations
 
 import asyncio
-import socket
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-import uvicorn
 from uvicorn.protocols.http import httptools_impl
 
-from loop_helpers import answer_lifespan
+from loop_helpers import serving_asgi
 from tidegate.server.direct_body import chunked_cycle
 from tidegate.server.http import Request
 
 EVENTS = [b'id: 0\ndata: {"a":1}\n\n', b"x" * 70_000, b": keep-alive\n\n", b"id: 1\ndata: [DONE]\n\n"]
-Handler = Callable[[Any, Any, Any], Awaitable[None]]
-
-
-@asynccontextmanager
-async def serving(handler: Handler, http: str) -> AsyncIterator[int]:
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            await answer_lifespan(receive, send)
-            return
-        await handler(scope, receive, send)
-
-    server = uvicorn.Server(uvicorn.Config(app, http=http, log_level="error", lifespan="on"))
-    listening = socket.socket()
-    listening.bind(("127.0.0.1", 0))
-    listening.listen()
-    task = asyncio.ensure_future(server.serve(sockets=[listening]))
-    try:
-        yield listening.getsockname()[1]
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 10)
 
 
 async def raw_response(port: int) -> bytes:
@@ -88,12 +63,12 @@ def counted_sends(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 async def test_the_bytes_are_uvicorns_and_only_the_head_and_the_end_go_through_send(counted_sends: list[str]) -> None:
     seen: dict[str, Any] = {}
-    async with serving(lambda *a: through_request(*a, seen), "httptools") as port:
+    async with serving_asgi(lambda *a: through_request(*a, seen), "httptools") as port:
         direct = await raw_response(port)
     assert isinstance(seen["cycle"], httptools_impl.RequestResponseCycle)
     assert counted_sends == ["http.response.start", "http.response.body", "http.response.body last"]
     counted_sends.clear()
-    async with serving(through_send, "httptools") as port:
+    async with serving_asgi(through_send, "httptools") as port:
         sent = await raw_response(port)
     assert len(counted_sends) == 1 + len(EVENTS)
     assert body_of(direct) == body_of(sent)
@@ -102,7 +77,7 @@ async def test_the_bytes_are_uvicorns_and_only_the_head_and_the_end_go_through_s
 
 async def test_a_server_whose_cycle_is_not_known_gets_every_message_through_send() -> None:
     seen: dict[str, Any] = {}
-    async with serving(lambda *a: through_request(*a, seen), "h11") as port:
+    async with serving_asgi(lambda *a: through_request(*a, seen), "h11") as port:
         direct = await raw_response(port)
     assert seen["cycle"] is None
     assert body_of(direct) == b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in EVENTS) + b"0\r\n\r\n"
@@ -117,7 +92,7 @@ async def test_a_response_with_a_length_is_not_written_directly() -> None:
         cycles.append(chunked_cycle(send))
         await send({"type": "http.response.body", "body": b"hello"})
 
-    async with serving(handler, "httptools") as port:
+    async with serving_asgi(handler, "httptools") as port:
         response = await raw_response(port)
     assert cycles == [None]
     assert body_of(response) == b"hello"

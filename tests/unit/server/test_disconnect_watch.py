@@ -5,14 +5,11 @@ the server's event without awaiting anything (a late disconnect then sets nothin
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import uvicorn
-
-from loop_helpers import answer_lifespan
+from loop_helpers import serving_asgi
 from tidegate.server.disconnect import DisconnectWatch
 from tidegate.server.http import Request
 
@@ -22,24 +19,13 @@ REQUEST = b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}"
 
 @asynccontextmanager
 async def serving(handler: App) -> AsyncIterator[int]:
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            await answer_lifespan(receive, send)
-            return
+    async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
         req = Request.from_scope(scope, receive, send)
         await req.body(1024)
         await handler(req)
 
-    server = uvicorn.Server(uvicorn.Config(app, http="httptools", log_level="error", lifespan="on"))
-    listening = socket.socket()
-    listening.bind(("127.0.0.1", 0))
-    listening.listen()
-    task = asyncio.ensure_future(server.serve(sockets=[listening]))
-    try:
-        yield listening.getsockname()[1]
-    finally:
-        server.should_exit = True
-        await asyncio.wait_for(task, 10)
+    async with serving_asgi(asgi) as port:
+        yield port
 
 
 async def test_the_client_going_away_sets_the_signal_and_no_task_is_started() -> None:
