@@ -13,9 +13,7 @@ import asyncio
 import socket
 from typing import Any
 
-import uvicorn
-
-from loop_helpers import answer_lifespan
+from loop_helpers import serving_asgi
 from tidegate.server.http import Request
 
 BLOCK = 64 * 1024
@@ -32,9 +30,6 @@ async def test_a_held_write_is_finished_first_by_the_next_write() -> None:
     held = asyncio.Event()
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            await answer_lifespan(receive, send)
-            return
         req = Request.from_scope(scope, receive, send)
         await req.start(200, "text/plain")
         written = 0
@@ -57,31 +52,22 @@ async def test_a_held_write_is_finished_first_by_the_next_write() -> None:
         held.set()
         await req.write(b"<end>", more=False)  # finishes the held block first
 
-    config = uvicorn.Config(app, http="httptools", log_level="error", lifespan="on")
-    server = uvicorn.Server(config)
-    listening = socket.socket()
-    listening.bind(("127.0.0.1", 0))
-    listening.listen()
-    port = listening.getsockname()[1]
-    serving = asyncio.ensure_future(server.serve(sockets=[listening]))
-
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    sock.setblocking(False)
-    await loop.sock_connect(sock, ("127.0.0.1", port))
-    reader, writer = await asyncio.open_connection(sock=sock, limit=BLOCK)
-    writer.write(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
-    await asyncio.wait_for(held.wait(), 30)  # the client has read nothing yet
-    assert outcome["held"] and not outcome["in_task"]
-    assert 1 < outcome["blocks"] < 2000
-    head = await reader.readuntil(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 200")
-    body = bytearray()
-    while size := int((await reader.readuntil(b"\r\n")).strip(), 16):  # the chunked body, to its end
-        body += await reader.readexactly(size)
-        await reader.readexactly(2)
-    await reader.readuntil(b"\r\n")
-    assert bytes(body) == b"".join(block(i) for i in range(outcome["blocks"])) + b"<end>"
-    writer.close()
-    server.should_exit = True
-    await asyncio.wait_for(serving, 10)
+    async with serving_asgi(app) as port:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        await loop.sock_connect(sock, ("127.0.0.1", port))
+        reader, writer = await asyncio.open_connection(sock=sock, limit=BLOCK)
+        writer.write(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
+        await asyncio.wait_for(held.wait(), 30)  # the client has read nothing yet
+        assert outcome["held"] and not outcome["in_task"]
+        assert 1 < outcome["blocks"] < 2000
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200")
+        body = bytearray()
+        while size := int((await reader.readuntil(b"\r\n")).strip(), 16):  # the chunked body, to its end
+            body += await reader.readexactly(size)
+            await reader.readexactly(2)
+        await reader.readuntil(b"\r\n")
+        assert bytes(body) == b"".join(block(i) for i in range(outcome["blocks"])) + b"<end>"
+        writer.close()
