@@ -15,8 +15,8 @@ per stream = the first dump less its chunks. Only user-space instructions of the
 runs of one tree agree to ~0.3 % per chunk; time per instruction differs between code paths (an
 exception built and dropped runs at many instructions per nanosecond), so confirm a change's time
 with `bench/ab.py` or `bench/run.py --scenarios cost`. `--top N` lists the C functions whose own
-instructions per chunk differ most between the first two targets (CPython's interpreter, allocator,
-the extensions: the Python functions are inside `_PyEval_EvalFrameDefault`).
+instructions per chunk, then per stream, differ most between the first two targets (CPython's
+interpreter, allocator, the extensions: the Python functions are inside `_PyEval_EvalFrameDefault`).
 Needs `valgrind` (Debian: `apt install valgrind`).
 """
 
@@ -157,6 +157,20 @@ def own_per_chunk(row: Measurement, chunks: int) -> dict[str, float]:
     return {fn: (second.get(fn, 0) - first.get(fn, 0)) / chunks for fn in set(first) | set(second)}
 
 
+def own_per_stream(row: Measurement, per_chunk: dict[str, float], streams: int, chunks: int) -> dict[str, float]:
+    """Each function's own instructions per stream: the first dump's, less its streams' chunks."""
+    first = own_instructions(row.dumps[0])
+    return {fn: first.get(fn, 0) / streams - chunks * per_chunk.get(fn, 0.0) for fn in set(first) | set(per_chunk)}
+
+
+def print_top(title: str, a_fns: dict[str, float], b_fns: dict[str, float], top: int) -> None:
+    names = sorted(set(a_fns) | set(b_fns), key=lambda n: -abs(a_fns.get(n, 0) - b_fns.get(n, 0)))
+    print(f"{'first':>9} {'second':>9} {'diff':>9}  own instructions per {title}")
+    for name in names[:top]:
+        x, y = a_fns.get(name, 0.0), b_fns.get(name, 0.0)
+        print(f"{x:9.0f} {y:9.0f} {x - y:+9.0f}  {name[:100]}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--targets", default="tidegate,relay", help="comma list of tidegate[=SRC] and relay")
@@ -187,13 +201,13 @@ def main() -> None:
         ratios = f"x{a.per_chunk / b.per_chunk:.3f} per chunk, x{a.per_stream / b.per_stream:.3f} per stream"
         print(f"first / second: {ratios}")
     if args.top and len(rows) >= 2:
-        added = args.streams * (int(args.chunks.split(",")[1]) - int(args.chunks.split(",")[0]))
+        first_count, second_count = (int(c) for c in args.chunks.split(","))
+        added = args.streams * (second_count - first_count)
         a_fns, b_fns = own_per_chunk(rows[0], added), own_per_chunk(rows[1], added)
-        names = sorted(set(a_fns) | set(b_fns), key=lambda n: -abs(a_fns.get(n, 0) - b_fns.get(n, 0)))
-        print(f"{'first':>9} {'second':>9} {'diff':>9}  own instructions per chunk")
-        for name in names[: args.top]:
-            x, y = a_fns.get(name, 0.0), b_fns.get(name, 0.0)
-            print(f"{x:9.0f} {y:9.0f} {x - y:+9.0f}  {name[:100]}")
+        print_top("chunk", a_fns, b_fns, args.top)
+        a_str = own_per_stream(rows[0], a_fns, args.streams, first_count)
+        b_str = own_per_stream(rows[1], b_fns, args.streams, first_count)
+        print_top("stream", a_str, b_str, args.top)
     print(f"dumps in {root}")
 
 
