@@ -43,11 +43,17 @@ class Request:
         dropped when a response starts (a stream would keep it for its whole life)."""
         headers = self._headers
         if headers is None:
-            headers = self._headers = {}
-            for k, v in self.scope.get("headers", ()):
-                key = k.decode("latin-1").lower()
-                value = v.decode("latin-1")
-                headers[key] = f"{headers[key]}, {value}" if key in headers else value
+            raw = self.scope.get("headers", ())
+            if not isinstance(raw, list | tuple):
+                raw = list(raw)
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in raw}
+            if len(headers) != len(raw):  # a name came more than once: its values joined, in order
+                headers = {}
+                for k, v in raw:
+                    key = k.decode("latin-1").lower()
+                    value = v.decode("latin-1")
+                    headers[key] = f"{headers[key]}, {value}" if key in headers else value
+            self._headers = headers
         return headers.get(name, default)
 
     @property

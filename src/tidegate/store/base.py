@@ -43,7 +43,13 @@ def usage_dict(u: Usage) -> dict[str, int | None]:
     """`u`'s fields by name, in order: what the stores keep. (Neither `dataclasses.asdict`, which
     deep-copies, nor orjson on the dataclass, which first tries `__dict__` on a slots class and
     builds and drops a formatted AttributeError.)"""
-    return {name: getattr(u, name) for name in Usage.__slots__}
+    return {
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.total_tokens,
+        "reasoning_tokens": u.reasoning_tokens,
+        "cached_tokens": u.cached_tokens,
+    }
 
 
 @dataclass(slots=True)

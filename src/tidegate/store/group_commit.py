@@ -57,11 +57,12 @@ def commit_together(db: sqlite3.Connection, writes: list[Write]) -> list[Outcome
     transaction with a savepoint each, so a write's failure is its own and the others commit. An
     OperationalError from a BEGIN (the database is locked) propagates with nothing written.
     """
+    if len(writes) == 1:  # (a lone write's failure is its own: raised as it is)
+        return [(True, immediate(db, writes[0]))]
     try:
         return [(True, result) for result in immediate(db, lambda db: [write(db) for write in writes])]
     except Exception:
-        if len(writes) == 1:
-            raise
+        pass
     return immediate(db, lambda db: [_in_savepoint(db, write) for write in writes])
 
 
@@ -143,13 +144,13 @@ class GroupCommit:
             self._at_once_this_turn = True  # a wave's other writes in this turn share the next commit
             loop.call_soon(self._next_turn)
             try:
-                outcomes = commit_together(self._loop_db(), [write])
+                result = immediate(self._loop_db(), write)
             except sqlite3.OperationalError as exc:
                 if not is_locked(exc):
                     raise
             else:  # (a write that raised has raised: it fails alone)
                 self._count(1)
-                return outcomes[0][1]
+                return result
             # (locked: it waits for the store thread in a batch)
         if batch is None:
             batch = self._pending = _Batch(loop)
