@@ -113,6 +113,26 @@ class SSEDecoder:
         self._skip_lf = False
         return chunk[6:-2]
 
+    def whole_data_payloads(self, chunk: bytes) -> list[bytes] | None:
+        """The payloads of a read that is whole `data:` events of one line each, LF endings, nothing
+        pending before it: an unpaced stream's reads, several events at once. None for anything else
+        (nothing has changed then: `feed` decodes the read). The caller dispatches each payload as a
+        `message` event itself, with no `SSEEvent` and no str built for it."""
+        if chunk[-2:] != b"\n\n" or chunk.find(b"\r") != -1 or self._buf or self._have_data or self._event:
+            return None
+        max_line, max_event = self._max_line, self._max_event
+        payloads: list[bytes] = []
+        for block in chunk[:-2].split(b"\n\n"):
+            if block[:5] != b"data:" or block.find(b"\n") != -1 or len(block) > max_line:
+                return None
+            payload = block[6:] if block[5:6] == b" " else block[5:]
+            if len(payload) + 1 > max_event:  # (bytes, not characters: the general path decides)
+                return None
+            payloads.append(payload)
+        self._started = True  # (a read that starts with `data:` has no BOM to strip, no LF to skip)
+        self._skip_lf = False
+        return payloads
+
     def feed_to_error(self, chunk: bytes) -> tuple[list[SSEEvent], SSEProtocolError | None]:
         """`feed`, with a cap error that follows whole events in the same read returned next to
         them (the caller passes them on, then fails); one with no events before it is raised.

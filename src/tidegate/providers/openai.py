@@ -83,17 +83,55 @@ class OpenAIDecoder:
         # (no str decoded and encoded back, no SSE event object). Bytes orjson refuses (invalid UTF-8
         # among them) go the general way, which decodes them with replacement characters.
         payload = self._sse.whole_data_event(chunk)
-        if payload is not None and payload[:1] == b"{":  # (JSON that opens with a brace is an object)
-            try:
-                obj = orjson.loads(payload)
-            except orjson.JSONDecodeError:
-                pass
-            else:
-                return self._chunk(obj, payload, [])
+        if payload is not None:
+            if payload[:1] == b"{":  # (JSON that opens with a brace is an object)
+                try:
+                    obj = orjson.loads(payload)
+                except orjson.JSONDecodeError:
+                    pass
+                else:
+                    return self._chunk(obj, payload, [])
+            elif payload.startswith(b"[DONE]"):
+                return self._payloads([payload]) or []
+        else:  # several whole events in one read (an unpaced stream, a stream's last chunks)
+            payloads = self._sse.whole_data_payloads(chunk)
+            if payloads is not None:
+                out = self._payloads(payloads)
+                if out is not None:
+                    return out
         batch, overflow = self._sse.feed_to_error(chunk)
         out = self._decode(batch)  # the whole events before an over-cap line go first
         if overflow is not None and not self._done and not (out and isinstance(out[-1], Failed)):
             out.append(Failed("upstream_protocol_error", str(overflow), self.provider))
+        return out
+
+    def _payloads(self, payloads: list[bytes]) -> list[Event] | None:
+        """A read's payloads (`SSEDecoder.whole_data_payloads`) decoded from their bytes, as `_decode`
+        decodes their events: chunk objects up to `[DONE]`. None, with nothing changed, when one before
+        `[DONE]` is not a JSON object (or not UTF-8): the general path decodes the read and names it."""
+        objs: list[dict[str, Any] | None] = []
+        for payload in payloads:
+            if payload[:1] == b"{":
+                try:
+                    objs.append(orjson.loads(payload))
+                except orjson.JSONDecodeError:
+                    return None
+            elif payload.startswith(b"[DONE]"):
+                objs.append(None)
+                break
+            else:
+                return None
+        out: list[Event] = []
+        for raw, obj in zip(payloads, objs, strict=False):  # (the payloads after `[DONE]` are not read)
+            if obj is None:
+                self._done = True
+                if not self._finished:
+                    out.append(Finished("stop"))
+                    self._finished = True
+                break
+            self._chunk(obj, raw, out)
+            if out and isinstance(out[-1], Failed):
+                break
         return out
 
     def _decode(self, batch: list[SSEEvent]) -> list[Event]:

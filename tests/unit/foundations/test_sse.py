@@ -212,3 +212,59 @@ def test_whole_data_event_refuses_a_read_while_anything_is_pending(before: bytes
     read = b"data: z\n\n"
     assert d.whole_data_event(read) is None
     assert d.feed(read) == fresh.feed(read)
+
+
+def test_whole_data_payloads_takes_a_read_of_whole_one_line_data_events() -> None:
+    d = SSEDecoder()
+    assert d.whole_data_payloads(b'data: {"a":1}\n\ndata:[DONE]\n\n') == [b'{"a":1}', b"[DONE]"]
+    assert d.whole_data_payloads(b"data: x\n\n") == [b"x"]
+    assert d.feed(b"data: next\n\n") == [SSEEvent("next")]  # it left nothing behind
+
+
+@pytest.mark.parametrize(
+    "read",
+    [
+        b"data: a\n\ndata: b\r\n\r\n",  # CR endings
+        b"data: a\n\ndata: a\rb\n\n",  # a CR inside
+        b"data: a\n\ndata: b\n",  # the last event unfinished
+        b"data: a\n\ndata: b",  # the last line unfinished
+        b"data: a\n\n\n\ndata: b\n\n",  # a blank line between events
+        b"data: a\n\nid: 1\ndata: b\n\n",  # another field
+        b"data: a\n\nevent: x\ndata: b\n\n",
+        b"data: a\ndata: b\n\n",  # one event of two data lines
+        b"data: a\n\n: ping\n\n",  # a comment
+        b"\xef\xbb\xbfdata: a\n\ndata: b\n\n",  # a BOM
+        b"data: a\n\ndata: " + b"x" * 64 + b"\n\n",  # over the line cap
+        b"\n\n",
+    ],
+)
+def test_whole_data_payloads_refuses_any_other_read_and_changes_nothing(read: bytes) -> None:
+    d = SSEDecoder(max_line_bytes=48)
+    assert d.whole_data_payloads(read) is None
+    fresh = SSEDecoder(max_line_bytes=48)
+    try:
+        expected: list[SSEEvent] | type[SSEProtocolError] = fresh.feed(read)
+    except SSEProtocolError:
+        expected = SSEProtocolError
+    if expected is SSEProtocolError:
+        with pytest.raises(SSEProtocolError):
+            d.feed(read)
+    else:
+        assert d.feed(read) == expected
+
+
+def test_whole_data_payloads_refuses_an_event_over_the_event_cap() -> None:
+    d = SSEDecoder(max_event_bytes=8)
+    assert d.whole_data_payloads(b"data: a\n\ndata: 12345678\n\n") is None
+    with pytest.raises(SSEProtocolError):
+        d.feed(b"data: a\n\ndata: 12345678\n\n")
+
+
+@pytest.mark.parametrize("before", [b"data: a\ndata: b", b"data: a\n", b"data: a\n\nda", b"event: x\n", b"data: a\r"])
+def test_whole_data_payloads_refuses_a_read_while_anything_is_pending(before: bytes) -> None:
+    d, fresh = SSEDecoder(), SSEDecoder()
+    d.feed(before)
+    fresh.feed(before)
+    read = b"data: y\n\ndata: z\n\n"
+    assert d.whole_data_payloads(read) is None
+    assert d.feed(read) == fresh.feed(read)

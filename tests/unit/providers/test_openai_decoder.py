@@ -25,7 +25,7 @@ from tidegate.events import (
 from tidegate.providers.openai import OpenAIAdapter, OpenAIDecoder
 from tidegate.providers.transport import sanitize
 from tidegate.request import GenerationRequest
-from tidegate.sse import SSEProtocolError
+from tidegate.sse import SSEDecoder, SSEProtocolError
 
 # Recorded-shape streams (UPSTREAMS §4): `usage: null` on every chunk when include_usage is on, the
 # usage chunk with `choices: []` last, unknown fields (`obfuscation`, `system_fingerprint`) present.
@@ -363,6 +363,39 @@ def test_one_event_per_read_gives_the_same_events_as_one_read() -> None:
     assert run_per_event(tools) == run(tools)
 
 
+def byte_by_byte(data: bytes) -> list[Event]:
+    """The general path alone: no read is ever whole events."""
+    return run(data, list(range(1, len(data))))
+
+
+def plain(events: list[Event]) -> list[Event]:
+    """(A bad chunk alone in its read raises for the transport to map; after others it is a `Failed`:
+    the messages differ by that, nothing else does.)"""
+    return [Failed(e.code, "", e.provider) if isinstance(e, Failed) else e for e in events]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        TEXT_STREAM,
+        sse(TEXT_CHUNKS, done=False),  # ends without [DONE]: a failure
+        sse([chunk({"tool_calls": [{"index": 0, "id": "t", "function": {"name": "f", "arguments": "{"}}]})]),
+        sse([TEXT_CHUNKS[1], b'{"error":{"message":"overloaded","type":"server_error"}}', TEXT_CHUNKS[2]]),
+        sse(TEXT_CHUNKS[:2]) + b"data: after the end\n\n",  # nothing after [DONE] is read
+        sse([TEXT_CHUNKS[0], b"[1, 2]", TEXT_CHUNKS[1]]),  # JSON, not an object
+        sse([TEXT_CHUNKS[0], b'{"id": "c", "choices": [', TEXT_CHUNKS[1]]),  # not JSON
+        sse([TEXT_CHUNKS[0], b'{"id":"c","choices":[{"index":0,"delta":{"content":"a\xff"}}]}']),  # not UTF-8
+        sse([TEXT_CHUNKS[0], b"  " + TEXT_CHUNKS[1]]),  # JSON after spaces
+        b"data: [DONE]\n\n",
+    ],
+)
+def test_a_read_of_several_events_gives_what_the_general_path_gives(data: bytes) -> None:
+    """One read of whole events (`SSEDecoder.whole_data_payloads`, JSON from the bytes) against the same
+    bytes fed one at a time: the same events, the same raw bytes."""
+    assert SSEDecoder().whole_data_payloads(data) is not None
+    assert plain(run(data)) == plain(byte_by_byte(data))
+
+
 @pytest.mark.parametrize("first", [True, False])
 def test_one_event_per_read_error_chunk_fails_without_raw_frame(first: bool) -> None:
     err = b'{"error":{"message":"The server is overloaded","type":"server_error"}}'
@@ -383,11 +416,5 @@ def test_one_event_per_read_error_chunk_fails_without_raw_frame(first: bool) -> 
     ],
 )
 def test_one_event_per_read_odd_payloads_decode_as_in_one_read(payload: bytes) -> None:
-    """(A bad chunk alone in its read raises for the transport to map; after others it is a `Failed`:
-    the messages differ by that, nothing else does.)"""
-
-    def plain(events: list[Event]) -> list[Event]:
-        return [Failed(e.code, "", e.provider) if isinstance(e, Failed) else e for e in events]
-
     data = sse([TEXT_CHUNKS[0], payload])
     assert plain(run_per_event(data)) == plain(run(data))
