@@ -183,6 +183,11 @@ def test_whole_data_event_takes_exactly_one_whole_data_event() -> None:
 def test_whole_data_event_refuses_any_other_read_and_changes_nothing(read: bytes) -> None:
     d = SSEDecoder(max_line_bytes=48)
     assert d.whole_data_event(read) is None
+    assert_decodes_as_fresh(d, read)
+
+
+def assert_decodes_as_fresh(d: SSEDecoder, read: bytes) -> None:
+    """`d`, after a shortcut refused `read`, decodes it as a fresh decoder does (events or the error)."""
     fresh = SSEDecoder(max_line_bytes=48)
     try:
         expected: list[SSEEvent] | type[SSEProtocolError] = fresh.feed(read)
@@ -205,12 +210,13 @@ def test_whole_data_event_refuses_any_other_read_and_changes_nothing(read: bytes
         b"data: a\r",  # a CR whose LF may come next
     ],
 )
-def test_whole_data_event_refuses_a_read_while_anything_is_pending(before: bytes) -> None:
+@pytest.mark.parametrize("shortcut", ["whole_data_event", "whole_data_payloads"])
+def test_the_shortcuts_refuse_a_read_while_anything_is_pending(before: bytes, shortcut: str) -> None:
     d, fresh = SSEDecoder(), SSEDecoder()
     d.feed(before)
     fresh.feed(before)
     read = b"data: z\n\n"
-    assert d.whole_data_event(read) is None
+    assert getattr(d, shortcut)(read) is None
     assert d.feed(read) == fresh.feed(read)
 
 
@@ -241,16 +247,7 @@ def test_whole_data_payloads_takes_a_read_of_whole_one_line_data_events() -> Non
 def test_whole_data_payloads_refuses_any_other_read_and_changes_nothing(read: bytes) -> None:
     d = SSEDecoder(max_line_bytes=48)
     assert d.whole_data_payloads(read) is None
-    fresh = SSEDecoder(max_line_bytes=48)
-    try:
-        expected: list[SSEEvent] | type[SSEProtocolError] = fresh.feed(read)
-    except SSEProtocolError:
-        expected = SSEProtocolError
-    if expected is SSEProtocolError:
-        with pytest.raises(SSEProtocolError):
-            d.feed(read)
-    else:
-        assert d.feed(read) == expected
+    assert_decodes_as_fresh(d, read)
 
 
 def test_whole_data_payloads_refuses_an_event_over_the_event_cap() -> None:
@@ -258,13 +255,3 @@ def test_whole_data_payloads_refuses_an_event_over_the_event_cap() -> None:
     assert d.whole_data_payloads(b"data: a\n\ndata: 12345678\n\n") is None
     with pytest.raises(SSEProtocolError):
         d.feed(b"data: a\n\ndata: 12345678\n\n")
-
-
-@pytest.mark.parametrize("before", [b"data: a\ndata: b", b"data: a\n", b"data: a\n\nda", b"event: x\n", b"data: a\r"])
-def test_whole_data_payloads_refuses_a_read_while_anything_is_pending(before: bytes) -> None:
-    d, fresh = SSEDecoder(), SSEDecoder()
-    d.feed(before)
-    fresh.feed(before)
-    read = b"data: y\n\ndata: z\n\n"
-    assert d.whole_data_payloads(read) is None
-    assert d.feed(read) == fresh.feed(read)
