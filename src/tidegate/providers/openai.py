@@ -83,22 +83,19 @@ class OpenAIDecoder:
         # (no str decoded and encoded back, no SSE event object). Bytes orjson refuses (invalid UTF-8
         # among them) go the general way, which decodes them with replacement characters.
         payload = self._sse.whole_data_event(chunk)
-        if payload is not None:
-            if payload[:1] == b"{":  # (JSON that opens with a brace is an object)
-                try:
-                    obj = orjson.loads(payload)
-                except orjson.JSONDecodeError:
-                    pass
-                else:
-                    return self._chunk(obj, payload, [])
-            elif payload.startswith(b"[DONE]"):
-                return self._payloads([payload]) or []
-        else:  # several whole events in one read (an unpaced stream, a stream's last chunks)
-            payloads = self._sse.whole_data_payloads(chunk)
-            if payloads is not None:
-                out = self._payloads(payloads)
-                if out is not None:
-                    return out
+        if payload is not None and payload[:1] == b"{":  # (JSON that opens with a brace is an object)
+            try:
+                obj = orjson.loads(payload)
+            except orjson.JSONDecodeError:
+                pass
+            else:
+                return self._chunk(obj, payload, [])
+        # `[DONE]`, or several whole events in one read (an unpaced stream, a stream's last chunks)
+        payloads = [payload] if payload is not None else self._sse.whole_data_payloads(chunk)
+        if payloads is not None:
+            out = self._payloads(payloads)
+            if out is not None:
+                return out
         batch, overflow = self._sse.feed_to_error(chunk)
         out = self._decode(batch)  # the whole events before an over-cap line go first
         if overflow is not None and not self._done and not (out and isinstance(out[-1], Failed)):
