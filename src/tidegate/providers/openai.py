@@ -121,10 +121,7 @@ class OpenAIDecoder:
         out: list[Event] = []
         for raw, obj in zip(payloads, objs, strict=False):  # (the payloads after `[DONE]` are not read)
             if obj is None:
-                self._done = True
-                if not self._finished:
-                    out.append(Finished("stop"))
-                    self._finished = True
+                self._end(out)
                 break
             self._chunk(obj, raw, out)
             if out and isinstance(out[-1], Failed):
@@ -138,10 +135,7 @@ class OpenAIDecoder:
                 break
             data = sse.data
             if data.startswith("[DONE]"):
-                self._done = True
-                if not self._finished:
-                    out.append(Finished("stop"))
-                    self._finished = True
+                self._end(out)
                 break
             try:
                 obj = orjson.loads(data)
@@ -163,6 +157,13 @@ class OpenAIDecoder:
             if out and isinstance(out[-1], Failed):
                 return out
         return out
+
+    def _end(self, out: list[Event]) -> None:
+        """`[DONE]`: nothing after it is read; a stream that gave no finish reason finished with `stop`."""
+        self._done = True
+        if not self._finished:
+            out.append(Finished("stop"))
+            self._finished = True
 
     def _chunk(self, obj: dict[str, Any], raw: bytes, out: list[Event]) -> list[Event]:
         """One chunk object's events onto `out`: its bytes (`RawFrame`), then what it says. (Runs once
