@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import os
-import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -38,13 +37,12 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-async def _prepare_store(config: Config, instance: str, loopback: bool) -> str | None:
-    """Before any worker serves: crash recovery, retention pruning, and the first-start key."""
+async def _prepare_store(config: Config, loopback: bool) -> str | None:
+    """Before any worker serves: retention pruning and the first-start key. (Crash recovery is each
+    worker's lease sweep at its start: gateway/leases.py.)"""
     store = open_store(config.store.url)
     await store.open()
     try:
-        # Records this instance left in_progress when it died become `interrupted` before /readyz.
-        await store.mark_interrupted(instance)
         await store.prune(time.time() - config.store.retention_hours * 3600)
         if os.environ.get("TIDEGATE_MASTER_KEY") or await store.count_keys() > 0:
             return None
@@ -87,8 +85,10 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
     claimed = claim_port(host, port) if workers > 1 and reuse_port_supported() else None
     if claimed is not None:
         port = claimed.getsockname()[1]
-    os.environ["TIDEGATE_INSTANCE"] = f"{socket.gethostname()}:{port}"
-    created = asyncio.run(_prepare_store(config, os.environ["TIDEGATE_INSTANCE"], _is_loopback(host)))
+    try:
+        created = asyncio.run(_prepare_store(config, _is_loopback(host)))
+    except ConfigError as exc:  # a schema newer than this version (store/schema.py)
+        raise click.ClickException(str(exc)) from None
     if created is not None:
         click.echo("No API key was configured; created one for this gateway (shown only once):")
         click.echo(created)
@@ -103,7 +103,8 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
         "proxy_headers": False,  # nothing reads the client address or scheme: skip the per-request rewrite
         "server_header": False,  # no `server: uvicorn` on every answer (a header's two regex checks in uvicorn)
         "log_level": "warning",
-        "timeout_graceful_shutdown": 5,
+        # SIGTERM: streams get `drain_s` (server/drain.py), then a moment to write their endings
+        "timeout_graceful_shutdown": config.server.drain_s + 5,
     }
     if claimed is not None:
         sys.exit(Supervisor(options, claimed, workers, config.server.worker_timeout_s).run())
@@ -156,6 +157,40 @@ def keys_revoke(key: str, config_path: str | None) -> None:
     if not asyncio.run(_with_store(_load(config_path), lambda store: store.revoke_key(key))):
         raise click.ClickException(f"no active key {key!r}")
     click.echo(f"revoked {key}")
+
+
+@main.group()
+def db() -> None:
+    """The store's schema."""
+
+
+@db.command("upgrade")
+@click.option("--config", "config_path", type=click.Path(), default=None)
+def db_upgrade(config_path: str | None) -> None:
+    """Apply the schema migrations this version has and the store lacks (a gateway does it at start)."""
+    from .store import schema
+
+    url = _load(config_path).store.url
+    try:
+        if url.startswith("sqlite://"):
+            from .store.sqlite import SQLiteStore
+
+            applied = schema.upgrade("sqlite", SQLiteStore(url).path)
+            backend = "sqlite"
+        elif url.startswith(("postgresql://", "postgres://")):
+            from .store.postgres import PostgresStore
+
+            store = PostgresStore(url)
+            applied = schema.upgrade("postgres", store.dsn, store.schema)
+            backend = "postgres"
+        else:
+            click.echo("the Redis store keeps no schema: nothing to migrate")
+            return
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    for migration in applied:
+        click.echo(f"applied {migration}")
+    click.echo(f"schema up to date: {schema.known(backend)[-1]}")
 
 
 @main.command("check-config")

@@ -32,6 +32,8 @@ class ServerConfig:
     worker_timeout_s: float = 30.0  # --workers N: a worker whose event loop is silent this long is replaced
     max_partial_image_bytes: int = 8 * 1024 * 1024  # decoded bytes of one partial image from an upstream
     max_image_bytes: int = 48 * 1024 * 1024  # decoded bytes of one final image from an upstream
+    lease_ttl_s: float = 15.0  # a generation's owner renews its lease every third of this (CONTRACT §10)
+    drain_s: float = 30.0  # SIGTERM: running streams get this long to finish
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +153,8 @@ def _parse_server(raw: dict[str, Any]) -> ServerConfig:
             _positive("server.max_partial_image_bytes", raw.get("max_partial_image_bytes", d.max_partial_image_bytes))
         ),
         max_image_bytes=int(_positive("server.max_image_bytes", raw.get("max_image_bytes", d.max_image_bytes))),
+        lease_ttl_s=_positive("server.lease_ttl_s", raw.get("lease_ttl_s", d.lease_ttl_s)),
+        drain_s=_not_negative("server.drain_s", raw.get("drain_s", d.drain_s)),
     )
 
 

@@ -245,7 +245,8 @@ def test_failed_key_starts_new_generation(local_server: ServerProcess) -> None:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="SIGKILL semantics")
 def test_crash_marks_interrupted_on_restart(tmp_path: Path) -> None:
-    server = start_server(tmp_path, local_config(tmp_path))
+    config = local_config(tmp_path, server_extra="lease_ttl_s = 1.5")
+    server = start_server(tmp_path, config)
     idem = uuid.uuid4().hex
     h = {**server.headers, "Idempotency-Key": idem}
     seen = b""
@@ -271,10 +272,11 @@ def test_crash_marks_interrupted_on_restart(tmp_path: Path) -> None:
         sock.close()
     finally:
         server.kill()
-    port = int(server.base_url.rsplit(":", 1)[1])
-    restarted = start_server(tmp_path, local_config(tmp_path), port=port)  # same instance: host and port
+    restarted = start_server(tmp_path, config)  # another port: the dead one's lease expires all the same
     try:
-        rec = record(restarted, gid)
+        deadline = time.monotonic() + 6  # the lease's 1.5 s, a sweep, slack for a loaded machine
+        while (rec := record(restarted, gid))["status"] == "in_progress" and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert rec["status"] == "interrupted"
         assert rec["error"]["code"] == "interrupted"  # type: ignore[index]
         again = httpx.post(restarted.base_url + CHAT, json=body(max_tokens=4, messages=LONG), headers=h)

@@ -148,7 +148,8 @@ def test_native_door_replay_streams_identical_frames(local_server: ServerProcess
 
 
 def test_interrupted_after_crash_replays_502_with_flushed_prefix(tmp_path: Path) -> None:
-    server = start_server(tmp_path, local_config(tmp_path))
+    config = local_config(tmp_path, server_extra="lease_ttl_s = 1.5")
+    server = start_server(tmp_path, config)
     key = uuid.uuid4().hex
     try:
         stream = RawStream(
@@ -166,10 +167,11 @@ def test_interrupted_after_crash_replays_502_with_flushed_prefix(tmp_path: Path)
         server.kill()
     seen_text = chat_text([orjson.loads(e.data) for e in events])
     assert seen_text
-    port = int(server.base_url.rsplit(":", 1)[1])
-    restarted = start_server(tmp_path, local_config(tmp_path), port=port)  # same instance: host and port
+    restarted = start_server(tmp_path, config)  # another port: the dead one's lease expires all the same
     try:
-        resp = replay(restarted, key)
+        deadline = time.monotonic() + 6  # the lease's 1.5 s, a sweep, slack for a loaded machine
+        while (resp := replay(restarted, key)).status_code == 409 and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert resp.status_code == 502
         payload = resp.json()
         assert payload["status"] == "interrupted"

@@ -39,20 +39,24 @@ class CancelSignal:
     Not an `asyncio.Event`: nothing awaits it (the relay's wait is interrupted by cancelling the
     waiting task), and an Event's waiter deque and attribute dict cost ~0.8 KB per open stream."""
 
-    __slots__ = ("_interrupted", "_set", "_waiting")
+    __slots__ = ("_interrupted", "_set", "_waiting", "code")
 
     def __init__(self) -> None:
         self._set = False
         self._waiting: asyncio.Task[Any] | None = None
         self._interrupted: asyncio.Task[Any] | None = None
+        # the failure code the generation ends with: `cancelled` (a client or the cancel endpoint),
+        # `interrupted` (the gateway is shutting down and its drain time is over)
+        self.code = "cancelled"
 
     def is_set(self) -> bool:
         return self._set
 
-    def set(self) -> None:
+    def set(self, code: str = "cancelled") -> None:
         if self._set:
             return
         self._set = True
+        self.code = code
         task = self._waiting
         if task is not None and not task.done():
             self._interrupted = task

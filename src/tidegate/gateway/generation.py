@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
@@ -17,6 +15,7 @@ from ..store.base import ApiKey, BeginResult, GenerationRecord, GenerationStore
 from .cancel import CancelSignal
 from .embedding_relay import EmbeddingRelay
 from .flusher import LogFlusher
+from .leases import new_owner
 from .recorder import Recorder
 from .relay import Relay, RelayItem, RelaySettings
 from .router import Router
@@ -60,9 +59,8 @@ class Generation:
         )
 
     async def fail(self, failure: Failed | dict[str, object]) -> GenerationRecord:
-        status = "cancelled" if isinstance(failure, Failed) and failure.code == "cancelled" else "failed"
-        if isinstance(failure, dict) and failure.get("code") == "cancelled":
-            status = "cancelled"
+        code = failure.code if isinstance(failure, Failed) else failure.get("code")
+        status = code if code in ("cancelled", "interrupted") else "failed"
         return await self.recorder.finish(
             status,
             provider=self.relay.provider,
@@ -90,11 +88,6 @@ class EmbeddingGeneration:
         return self.recorder.record
 
 
-def instance_name() -> str:
-    """This gateway instance's identity in the store (set by `tidegate serve`: host name and port)."""
-    return os.environ.get("TIDEGATE_INSTANCE") or socket.gethostname()
-
-
 class Gateway:
     """What the doors call: resolve the model, record the generation, run the relay."""
 
@@ -103,7 +96,7 @@ class Gateway:
         self.store = store
         self.router = router
         self.running: dict[str, Generation | EmbeddingGeneration] = {}
-        self.instance = instance_name()
+        self.instance = new_owner()  # this process start's owner id (gateway/leases.py)
         self.flusher = LogFlusher()
 
     async def start(
@@ -213,3 +206,14 @@ class Gateway:
             return False
         gen.cancel.set()
         return True
+
+    def interrupt_all(self) -> int:
+        """The drain time of a shutdown is over: every running generation ends `interrupted` (its
+        door's failure ending, a final record). Returns how many were running."""
+        running = list(self.running.values())
+        for gen in running:
+            if isinstance(gen.cancel, CancelSignal):
+                gen.cancel.set("interrupted")
+            else:  # an embedding call: one answer, cancelled as such
+                gen.cancel.set()
+        return len(running)

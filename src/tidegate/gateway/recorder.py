@@ -15,6 +15,7 @@ follower reads older ones from the store): a long keyed stream does not hold its
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -32,10 +33,21 @@ from ..events import (
     ToolCallDelta,
     UsageReport,
 )
-from ..store.base import LOG_EVENT, LOG_FRAME, LOG_JSON, GenerationRecord, GenerationStore, LogRun, Usage
+from ..store.base import (
+    INTERRUPTED_ERROR,
+    LOG_EVENT,
+    LOG_FRAME,
+    LOG_JSON,
+    GenerationRecord,
+    GenerationStore,
+    LogRun,
+    Usage,
+)
 from .eventlog import encode_event
 from .flusher import LogFlusher
 from .usage import cost_of, estimate_usage, tokenizer_ready
+
+_log = logging.getLogger("tidegate.recorder")
 
 
 @dataclass(slots=True)
@@ -296,10 +308,15 @@ class Recorder:
             await asyncio.shield(self._flushing)
         log = self._take_log()
         try:
-            await self.store.update_generation(rec, log)  # the rest of the log with the outcome
+            applied = await self.store.update_generation(rec, log)  # the rest of the log with the outcome
         except BaseException:
             self._restore_log(log)
             raise
+        if not applied:  # a lease sweep got there first (this gateway was paused past its lease)
+            _log.warning(
+                "generation %s was marked interrupted while it ran here; its outcome %s is not stored", rec.id, status
+            )
+            rec.status, rec.finish_reason, rec.error = "interrupted", "error", dict(INTERRUPTED_ERROR)
         metrics.GENERATIONS.inc(rec.model, rec.provider or "", rec.status)
         metrics.TOKENS.inc(rec.model, "prompt", amount=rec.usage.prompt_tokens)
         metrics.TOKENS.inc(rec.model, "completion", amount=rec.usage.completion_tokens)

@@ -86,6 +86,27 @@ class GenerationCancelled(TidegateError):
     code = "cancelled"
 
 
+class GenerationInterrupted(TidegateError):
+    """The gateway shut down (its drain time over) before anything was written."""
+
+    status = 503
+    code = "interrupted"
+
+
+def cancel_error(code: str) -> TidegateError:
+    """The error for a generation stopped before its response started (`CancelSignal.code`)."""
+    if code == "interrupted":
+        return GenerationInterrupted("the gateway is shutting down; retry on another instance")
+    return GenerationCancelled("the generation was cancelled")
+
+
+def cancel_failure(code: str, provider: str) -> Failed:
+    """The in-stream failure for a generation stopped after its response started."""
+    if code == "interrupted":
+        return Failed("interrupted", "the gateway shut down before the answer finished", provider, False)
+    return Failed("cancelled", "the generation was cancelled", provider, False)
+
+
 @dataclass(slots=True)
 class RelaySettings:
     streaming: bool
@@ -214,9 +235,9 @@ class Relay:
                     if self.committed:
                         self._route_done = True
                         await self._close(stream, opening)
-                        yield [Failed("cancelled", "the generation was cancelled", provider.name, False)]
+                        yield [cancel_failure(self.cancel.code, provider.name)]
                         return
-                    raise GenerationCancelled("the generation was cancelled")
+                    raise cancel_error(self.cancel.code)
                 if outcome is TIMED_OUT:
                     if self._direct_data_at > last_data:  # the deadlines moved on while it waited
                         last_data = self._direct_data_at

@@ -13,6 +13,7 @@ from .. import metrics
 from ..config import Config
 from ..errors import InsufficientCredits, MethodNotAllowed, NotFound, TidegateError, Unauthorized
 from ..gateway.generation import Gateway
+from ..gateway.leases import Leases
 from ..gateway.router import Router
 from ..ids import new_ulid
 from ..keys import Authenticator
@@ -22,6 +23,7 @@ from . import embeddings as embeddings_door
 from . import images as images_door
 from . import native as native_door
 from . import responses as responses_door
+from .drain import Drain
 from .http import Receive, Request, Scope, Send
 from .state import AppState
 
@@ -63,12 +65,18 @@ class TidegateApp:
         self._settle_heap = settle_heap
         store = store or open_store(config.store.url)
         router = Router(config)
+        gateway = Gateway(config, store, router)
         self.state = AppState(
             config=config,
             store=store,
-            gateway=Gateway(config, store, router),
+            gateway=gateway,
             auth=Authenticator(store),
+            leases=Leases(store, gateway.instance, config.server.lease_ttl_s),
         )
+        self.drain = Drain(config.server.drain_s, self._not_ready, gateway.interrupt_all)
+
+    def _not_ready(self) -> None:
+        self.state.ready = False
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -146,6 +154,8 @@ class TidegateApp:
             if message["type"] == "lifespan.startup":
                 try:
                     await self.state.store.open()
+                    await self.state.leases.start()  # a lease, and one sweep, before /readyz
+                    self.drain.install()
                     self.state.gateway.router.warm()
                     self.state.tasks.add(asyncio.ensure_future(self._housekeeping()))
                     if self._settle_heap:
@@ -157,10 +167,12 @@ class TidegateApp:
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 self.state.ready = False
+                await self.drain.finish()
                 for task in self.state.tasks:
                     task.cancel()
                 await asyncio.gather(*self.state.tasks, return_exceptions=True)
                 await self.state.gateway.aclose()
+                await self.state.leases.stop()
                 await self.state.store.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return

@@ -210,8 +210,13 @@ async def drive_stream(
         final = writer.finish()
         if not isinstance(final, Failed):
             gen.recorder.log_frames(final)
-            await gen.complete()  # durable before the terminal event is written (CONTRACT §7)
-            await req.write(final, more=False)
+            record = await gen.complete()  # durable before the terminal event is written (CONTRACT §7)
+            if record.status == "completed":
+                await req.write(final, more=False)
+                return
+            # a lease sweep marked it interrupted meanwhile (this gateway was paused): the stream says so too
+            interrupted = Failed("interrupted", "this gateway lost its lease before the answer was stored", "")
+            await req.write(writer.fail(interrupted), more=False)
             return
         failure = final
     frame = writer.fail(failure)

@@ -4,12 +4,12 @@
 the store: 422 for a different body, 409 (or a live resume with `Last-Event-ID`) while running, the
 stored answer with `Idempotent-Replayed: true` once completed. `follow_frames` streams a generation's
 logged frames, live, from this process's memory (the frames not yet stored; the store for the older
-ones) or by polling the store (another worker).
+ones) or from the store (another process: `GenerationStore.follow` wakes it, pushed by Redis, polled
+by the SQL stores).
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import AsyncIterator
 from typing import Any
@@ -21,7 +21,6 @@ from ..store.base import LOG_FRAME, LOG_JSON, BeginResult, GenerationRecord
 from .http import Request
 from .state import AppState
 
-POLL_INTERVAL_S = 0.1
 SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 
 
@@ -94,21 +93,22 @@ async def follow_frames(state: AppState, generation_id: str, after: int) -> Asyn
                 return
             await recorder.wait_changed()
     next_seq = after
-    while True:
-        record = await state.store.get_generation(generation_id)
-        for seq, data in await state.store.read_log(generation_id, LOG_FRAME, next_seq):
-            yield data
-            next_seq = seq
-        if record is None or record.status != "in_progress":
+    async with state.store.follow(generation_id) as tail:  # another process runs it: pushed or polled
+        while True:
+            record = await state.store.get_generation(generation_id)
             for seq, data in await state.store.read_log(generation_id, LOG_FRAME, next_seq):
                 yield data
                 next_seq = seq
-            return
-        if generation_id in state.gateway.running:  # it moved into this process's memory view
-            async for data in follow_frames(state, generation_id, next_seq):
-                yield data
-            return
-        await asyncio.sleep(POLL_INTERVAL_S)
+            if record is None or record.status != "in_progress":
+                for seq, data in await state.store.read_log(generation_id, LOG_FRAME, next_seq):
+                    yield data
+                    next_seq = seq
+                return
+            if generation_id in state.gateway.running:  # it moved into this process's memory view
+                break
+            await tail.wait()
+    async for data in follow_frames(state, generation_id, next_seq):
+        yield data
 
 
 async def stream_frames(req: Request, state: AppState, record: GenerationRecord, after: int) -> None:

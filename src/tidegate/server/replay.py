@@ -8,7 +8,6 @@ Never starts a generation. JSON: completed → 200 with the native `done` result
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -25,7 +24,6 @@ from .http import Request
 from .idempotency import SSE_CONTENT_TYPE, follow_frames, idempotency_key, last_event_id, record_headers, wants_sse
 from .state import AppState
 
-POLL_INTERVAL_S = 0.1
 FAILED_STATUSES = ("failed", "cancelled", "interrupted")
 
 
@@ -79,19 +77,20 @@ async def replay(req: Request, state: AppState, key: ApiKey) -> None:
 async def _follow_events(state: AppState, generation_id: str) -> AsyncIterator[Event | GenerationRecord]:
     """Canonical events as they are flushed; finally the record once it is no longer running."""
     next_seq = -1
-    while True:
-        record = await state.store.get_generation(generation_id)
-        for seq, data in await state.store.read_log(generation_id, LOG_EVENT, next_seq):
-            next_seq = seq
-            yield decode_event(data)
-        if record is None or record.status != "in_progress":
+    async with state.store.follow(generation_id) as tail:
+        while True:
+            record = await state.store.get_generation(generation_id)
             for seq, data in await state.store.read_log(generation_id, LOG_EVENT, next_seq):
                 next_seq = seq
                 yield decode_event(data)
-            if record is not None:
-                yield record
-            return
-        await asyncio.sleep(POLL_INTERVAL_S)
+            if record is None or record.status != "in_progress":
+                for seq, data in await state.store.read_log(generation_id, LOG_EVENT, next_seq):
+                    next_seq = seq
+                    yield decode_event(data)
+                if record is not None:
+                    yield record
+                return
+            await tail.wait()
 
 
 def _frames_after(data: bytes, last: int) -> bytes:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ..config import Config
 from ..gateway.generation import Gateway
+from ..gateway.leases import Leases
 from ..keys import Authenticator
 from ..store.base import GenerationStore
 
@@ -17,5 +18,6 @@ class AppState:
     store: GenerationStore
     gateway: Gateway
     auth: Authenticator
+    leases: Leases
     ready: bool = False
     tasks: set[asyncio.Task[None]] = field(default_factory=set)

@@ -44,7 +44,7 @@ import click
 STARTUP_FAILURE = 3  # uvicorn's exit code for a worker that could not start (bad bind, failed lifespan)
 _YOUNG_S = 5.0  # a worker that dies younger than this is restarted after a growing pause
 _MAX_PAUSE_S = 10.0
-_STOP_GRACE_S = 15.0  # after SIGTERM a worker gets this long (its own graceful timeout is shorter)
+_STOP_GRACE_S = 10.0  # after SIGTERM a worker gets its own graceful timeout (the drain) plus this long
 _READY_TIMEOUT_S = 120.0  # a reload gives up on a new worker that is not serving by then
 _BEAT_S = 1.0  # a worker's loop stamps its heartbeat this often
 _STACKS_S = 0.5  # after SIGUSR1 a hung worker gets this long to write its stacks before SIGKILL
@@ -151,6 +151,7 @@ class Supervisor:
         self, uvicorn_options: dict[str, Any], claimed: socket.socket, count: int, hang_timeout_s: float = 0.0
     ) -> None:
         self._options = uvicorn_options
+        self._grace_s = float(uvicorn_options.get("timeout_graceful_shutdown") or 0) + _STOP_GRACE_S
         self._hang_timeout_s = hang_timeout_s
         self._claimed = claimed
         self._host, self._port = claimed.getsockname()[:2]
@@ -197,7 +198,7 @@ class Supervisor:
                     code = STARTUP_FAILURE
                     break
         finally:
-            _stop(self._workers)
+            _stop(self._workers, self._grace_s)
             self._claimed.close()
         return code
 
@@ -265,25 +266,25 @@ class Supervisor:
             deadline = time.monotonic() + _READY_TIMEOUT_S
             while not new.serving.wait(0.1):
                 if not new.process.is_alive() or self._stop_signal is not None or time.monotonic() > deadline:
-                    _stop([new])
+                    _stop([new], self._grace_s)
                     if self._stop_signal is None:
                         click.echo(
                             f"tidegate: reload stopped: a new worker did not start (code {new.process.exitcode})",
                             err=True,
                         )
                     return
-            _stop([old])
+            _stop([old], self._grace_s)
             self._workers[i] = new
             self._announce_serving()
         click.echo(f"tidegate: reloaded: workers {', '.join(str(w.process.pid) for w in self._workers)}", err=True)
 
 
-def _stop(workers: list[Worker]) -> None:
-    """SIGTERM (uvicorn's graceful shutdown), then SIGKILL for any still running after the grace."""
+def _stop(workers: list[Worker], grace_s: float) -> None:
+    """SIGTERM (uvicorn's graceful shutdown), then SIGKILL for any still running after `grace_s`."""
     for w in workers:
         if w.process.is_alive() and w.process.pid is not None:
             os.kill(w.process.pid, signal.SIGTERM)
-    deadline = time.monotonic() + _STOP_GRACE_S
+    deadline = time.monotonic() + grace_s
     for w in workers:
         w.process.join(max(0.0, deadline - time.monotonic()))
         if w.process.is_alive():

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -73,7 +76,7 @@ class GenerationRecord:
     error: dict[str, Any] | None = None
     ttft_ms: float | None = None
     duration_ms: float | None = None
-    owner: str = ""  # the gateway instance running it (crash recovery marks only its own)
+    owner: str = ""  # the gateway instance (process start) running it; its lease keeps the record alive
 
     def public(self) -> dict[str, Any]:
         """The JSON of `GET /api/v1/generations/{id}` (CONTRACT §7)."""
@@ -108,6 +111,11 @@ class BeginResult:
     record: GenerationRecord
 
 
+INTERRUPTED_ERROR: dict[str, Any] = {
+    "code": "interrupted",
+    "message": "the gateway instance running this generation stopped (its lease expired) before it finished",
+}
+
 LOG_FRAME = "f"  # the door's wire frames, index = SSE id
 LOG_JSON = "j"  # a non-stream answer body
 LOG_EVENT = "e"  # canonical events (replay re-renders them in another format)
@@ -127,6 +135,30 @@ class LogRun:
     @property
     def last_seq(self) -> int:
         return self.first_seq + len(self.items) - 1
+
+
+class LogTail(Protocol):
+    """A follower's wait for a generation's next log entries or outcome (`GenerationStore.follow`)."""
+
+    async def wait(self) -> None:
+        """Until something may have changed: an append or an outcome was announced (a store that
+        pushes), or a short poll interval passed (one that does not). Never raises on a timeout."""
+        ...
+
+
+POLL_INTERVAL_S = 0.1
+
+
+class PollingTail:
+    """For a store without push: a follower looks again every `POLL_INTERVAL_S`."""
+
+    async def wait(self) -> None:
+        await asyncio.sleep(POLL_INTERVAL_S)
+
+
+@contextlib.asynccontextmanager
+async def polling_follow(_generation_id: str) -> AsyncIterator[LogTail]:
+    yield PollingTail()
 
 
 class GenerationStore(Protocol):
@@ -168,15 +200,24 @@ class GenerationStore(Protocol):
 
     async def read_log(self, generation_id: str, kind: str, after_seq: int = -1) -> list[tuple[int, bytes]]: ...
 
+    def follow(self, generation_id: str) -> contextlib.AbstractAsyncContextManager[LogTail]:
+        """A live follower's wait (another process runs the generation). Entered before the
+        follower's first read, so nothing appended after that read goes unannounced."""
+        ...
+
     async def prune(self, older_than: float) -> int:
         """Forget idempotency keys and event logs older than `older_than` (unix time); records stay (the
         ledger). Returns the number of keys forgotten."""
         ...
 
-    async def update_generation(self, record: GenerationRecord, log: list[LogRun] | None = None) -> None:
+    async def update_generation(self, record: GenerationRecord, log: list[LogRun] | None = None) -> bool:
         """Write the record's outcome: status, provider, served model, attempts, finish reason, usage,
         cost, output, error and timings. Its identity (key, model, door, creation time, idempotency key,
         request hash, owner) is written once, when it is created, and never changes.
+
+        Only a record still `in_progress` takes an outcome: one a lease sweep marked `interrupted`
+        (its owner was paused or cut off past its lease) keeps that outcome. Returns whether the
+        outcome was written.
 
         `log`: the generation's last log runs (as `append_log` takes them), written with the
         outcome and never after it: a reader that sees the outcome finds the whole log. One write
@@ -185,8 +226,22 @@ class GenerationStore(Protocol):
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None: ...
 
-    async def mark_interrupted(self, owner: str) -> int:
-        """Records `owner` left in_progress (it died) become `interrupted`; returns how many."""
+    # Leases (CONTRACT §10): every gateway process start is an owner with a lease it renews.
+    async def renew_lease(self, owner: str, ttl_s: float) -> bool:
+        """Create or extend `owner`'s lease to expire `ttl_s` from now (the store's clock where it has
+        one). Returns False when `owner` held no lease: its first renewal, or a lease that expired and
+        was swept meanwhile (its generations are `interrupted` by then)."""
+        ...
+
+    async def release_lease(self, owner: str) -> None:
+        """`owner` stops: what it still has running becomes `interrupted` and its lease goes."""
+        ...
+
+    async def sweep_leases(self, *, orphans: bool = False) -> int:
+        """Generations `in_progress` whose owner's lease expired become `interrupted` (the error
+        `{"code": "interrupted"}`; the partial output is what their logs hold), and the expired
+        leases go. `orphans`: also those whose owner never held a lease (records of versions before
+        leases; a starting gateway asks once). Returns how many records were marked."""
         ...
 
 

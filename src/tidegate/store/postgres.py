@@ -1,12 +1,15 @@
 """PostgreSQL store (`postgresql://user@host:port/db?schema=tidegate`): the durable ledger, via an asyncpg pool.
 
-Tables are created on `open()` (IF NOT EXISTS, under a lock so concurrent workers do not race on the
-catalog). `begin_generation` is one transaction holding an advisory lock on (key_id, idempotency_key),
-so concurrent requests with the same key — from any process — see each other's record.
+Tables are created and migrated on `open()` (`store/schema.py`: yoyo-migrations under its lock, so
+concurrent workers do not race on the catalog). `begin_generation` is one transaction holding an
+advisory lock on (key_id, idempotency_key), so concurrent requests with the same key — from any
+process — see each other's record.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -14,76 +17,17 @@ import asyncpg  # type: ignore[import-untyped]
 import orjson
 
 from . import logpack
-from .base import ApiKey, BeginResult, GenerationRecord, LogRun
+from .base import INTERRUPTED_ERROR, ApiKey, BeginResult, GenerationRecord, LogRun, LogTail, polling_follow
 from .rows import GEN_COLUMNS, key_from_row, record_from_row, record_params
-
-_SCHEMA_LOCK = 0x7469_6465_6761_7465  # "tidegate": one lock id serialises concurrent `open()` DDL
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS api_keys (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    secret_hash TEXT NOT NULL UNIQUE,
-    created_at DOUBLE PRECISION NOT NULL,
-    credits DOUBLE PRECISION,
-    spent DOUBLE PRECISION NOT NULL DEFAULT 0,
-    revoked BOOLEAN NOT NULL DEFAULT FALSE
-);
-CREATE TABLE IF NOT EXISTS generations (
-    id TEXT PRIMARY KEY,
-    key_id TEXT NOT NULL,
-    model TEXT NOT NULL,
-    door TEXT NOT NULL,
-    created_at DOUBLE PRECISION NOT NULL,
-    status TEXT NOT NULL,
-    idempotency_key TEXT,
-    request_hash TEXT,
-    provider TEXT,
-    served_model TEXT,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    finish_reason TEXT,
-    usage JSONB NOT NULL DEFAULT '{}',
-    usage_estimated BOOLEAN NOT NULL DEFAULT FALSE,
-    cost DOUBLE PRECISION NOT NULL DEFAULT 0,
-    output_text TEXT NOT NULL DEFAULT '',
-    error JSONB,
-    ttft_ms DOUBLE PRECISION,
-    duration_ms DOUBLE PRECISION,
-    owner TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX IF NOT EXISTS generations_owner_status ON generations(owner, status);
-CREATE INDEX IF NOT EXISTS generations_created ON generations(created_at);
-CREATE TABLE IF NOT EXISTS idempotency (
-    key_id TEXT NOT NULL,
-    idem_key TEXT NOT NULL,
-    generation_id TEXT NOT NULL,
-    request_hash TEXT,
-    created_at DOUBLE PRECISION NOT NULL,
-    PRIMARY KEY (key_id, idem_key)
-);
-CREATE INDEX IF NOT EXISTS idempotency_created ON idempotency(created_at);
-CREATE TABLE IF NOT EXISTS generation_log (
-    generation_id TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    seq BIGINT NOT NULL,
-    data BYTEA NOT NULL,
-    PRIMARY KEY (generation_id, kind, seq)
-);
-CREATE TABLE IF NOT EXISTS generation_log_batches (
-    generation_id TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    first_seq BIGINT NOT NULL,
-    last_seq BIGINT NOT NULL,
-    data BYTEA NOT NULL,
-    PRIMARY KEY (generation_id, kind, first_seq)
-);
-"""
+from .schema import upgrade
 
 _GEN_COLUMNS = GEN_COLUMNS
 _GEN_NAMES = [c.strip() for c in _GEN_COLUMNS.split(",")]
 _INSERT_GEN = f"INSERT INTO generations ({_GEN_COLUMNS}) VALUES ({', '.join(f'${i + 1}' for i in range(20))})"
 _UPDATE_GEN = (
-    "UPDATE generations SET " + ", ".join(f"{c} = ${i + 2}" for i, c in enumerate(_GEN_NAMES[1:])) + " WHERE id = $1"
+    "UPDATE generations SET "
+    + ", ".join(f"{c} = ${i + 2}" for i, c in enumerate(_GEN_NAMES[1:]))
+    + " WHERE id = $1 AND status = 'in_progress'"  # a record a lease sweep marked keeps its outcome
 )
 # A flush writes one row per run of entries (`logpack`): a row per entry cost a stream with an
 # Idempotency-Key more than the rest of its relay (an index entry, a heap tuple and WAL per chunk). A run
@@ -102,7 +46,19 @@ _SELECT_LOG = (
 )
 _SELECT_GEN = f"SELECT {_GEN_COLUMNS} FROM generations WHERE id = $1"
 _KEY_COLUMNS = "id, name, secret_hash, created_at, credits, spent, revoked"
-_INTERRUPTED_ERROR = orjson.dumps({"code": "interrupted", "message": "the gateway stopped mid-generation"}).decode()
+_INTERRUPTED_ERROR = orjson.dumps(INTERRUPTED_ERROR).decode()
+# A lease's expiry is the database's clock (`now()`): gateways on several hosts need not agree on time.
+# One statement marks the running records of owners whose lease expired (deleted by it) and, with
+# `orphans`, those of owners that hold none (versions before leases); `generations_running` makes
+# both a walk over the running records only.
+_SWEEP = """
+WITH dead AS (DELETE FROM leases WHERE expires_at < now() RETURNING owner)
+UPDATE generations g SET status = 'interrupted', finish_reason = 'error', error = $1::jsonb
+WHERE g.status = 'in_progress' AND (
+    g.owner IN (SELECT owner FROM dead)
+    OR ($2 AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.owner = g.owner))
+)
+"""
 
 
 def _split_url(url: str) -> tuple[str, str | None]:
@@ -162,11 +118,11 @@ class PostgresStore:
         self._pool = await asyncpg.create_pool(
             self.dsn, min_size=1, max_size=self.max_connections, server_settings=settings, command_timeout=30
         )
-        async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK)
-            if self.schema:
-                await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {_quote_ident(self.schema)}")
-            await conn.execute(_SCHEMA)
+        try:  # yoyo's lock serialises gateways that start together
+            await asyncio.to_thread(upgrade, "postgres", self.dsn, self.schema)
+        except BaseException:
+            await self.close()
+            raise
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -216,27 +172,40 @@ class PostgresStore:
     async def create_generation(self, record: GenerationRecord) -> None:
         await self.pool.execute(_INSERT_GEN, *_params(record))
 
-    async def update_generation(self, record: GenerationRecord, log: list[LogRun] | None = None) -> None:
+    async def update_generation(self, record: GenerationRecord, log: list[LogRun] | None = None) -> bool:
         rows = _log_rows(record.id, log) if log else []
         if not rows:
-            await self.pool.execute(_UPDATE_GEN, *_params(record))
-            return
+            return _count(await self.pool.execute(_UPDATE_GEN, *_params(record))) > 0
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.executemany(_UPSERT_LOG, rows)
-            await conn.execute(_UPDATE_GEN, *_params(record))
+            return _count(await conn.execute(_UPDATE_GEN, *_params(record))) > 0
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None:
         row = await self.pool.fetchrow(_SELECT_GEN, generation_id)
         return record_from_row(row) if row is not None else None
 
-    async def mark_interrupted(self, owner: str) -> int:
-        status = await self.pool.execute(
-            "UPDATE generations SET status = 'interrupted', finish_reason = 'error', error = $2::jsonb"
-            " WHERE status = 'in_progress' AND owner = $1",
+    # --- leases (CONTRACT §10) ----------------------------------------------------------------------
+    async def renew_lease(self, owner: str, ttl_s: float) -> bool:
+        inserted = await self.pool.fetchval(
+            "INSERT INTO leases (owner, expires_at) VALUES ($1, now() + make_interval(secs => $2))"
+            " ON CONFLICT (owner) DO UPDATE SET expires_at = EXCLUDED.expires_at RETURNING xmax = 0",
             owner,
-            _INTERRUPTED_ERROR,
+            float(ttl_s),
         )
-        return _count(status)
+        return not inserted
+
+    async def release_lease(self, owner: str) -> None:
+        async with self.pool.acquire() as conn, conn.transaction():
+            await conn.execute("DELETE FROM leases WHERE owner = $1", owner)
+            await conn.execute(
+                "UPDATE generations SET status = 'interrupted', finish_reason = 'error', error = $2::jsonb"
+                " WHERE status = 'in_progress' AND owner = $1",
+                owner,
+                _INTERRUPTED_ERROR,
+            )
+
+    async def sweep_leases(self, *, orphans: bool = False) -> int:
+        return _count(await self.pool.execute(_SWEEP, _INTERRUPTED_ERROR, orphans))
 
     # --- idempotency and logs ---------------------------------------------------------------------
     async def begin_generation(self, record: GenerationRecord) -> BeginResult:
@@ -291,6 +260,9 @@ class PostgresStore:
         rows = _log_rows(generation_id, runs)
         if rows:
             await self.pool.executemany(_UPSERT_LOG, rows)
+
+    def follow(self, generation_id: str) -> contextlib.AbstractAsyncContextManager[LogTail]:
+        return polling_follow(generation_id)  # no push between processes: a follower polls
 
     async def read_log(self, generation_id: str, kind: str, after_seq: int = -1) -> list[tuple[int, bytes]]:
         out: list[tuple[int, bytes]] = []

@@ -8,31 +8,35 @@ Layout, every key under `prefix` (default `tidegate:`):
   length, the bytes; deflated from 8 KiB on) scored by the run's last seq; members written by versions
   before are one entry each (8-byte seq + data, scored by seq) and still read. `logkinds:{id}` set, `logidx` zset of
   generations that have logs, by the generation's created_at (for `prune`).
-- `owner:{owner}` set of the generation ids that owner has in progress (for `mark_interrupted`).
+- `owner:{owner}` set of the generation ids that owner has in progress (what a lease sweep marks).
+- `lease:{owner}` a key that expires with the owner's lease (Redis's clock: no skew between hosts);
+  `leases` set of the owners that took a lease and have not been swept.
 
 Every multi-key change is one Lua script, so `begin_generation` is atomic across processes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import struct
+from collections.abc import AsyncIterator
 from dataclasses import fields
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import orjson
 import redis.asyncio as aioredis
+from redis.asyncio.client import PubSub
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
 from . import logpack
-from .base import ApiKey, BeginResult, GenerationRecord, LogRun, Usage, usage_dict
+from .base import INTERRUPTED_ERROR, ApiKey, BeginResult, GenerationRecord, LogRun, LogTail, Usage, usage_dict
 
 DEFAULT_PREFIX = "tidegate:"
 _GEN_FIELDS = tuple(f.name for f in fields(GenerationRecord))
 _KEY_FIELDS = ("id", "name", "secret_hash", "created_at", "credits", "spent", "revoked")
 _IN_PROGRESS = b'"in_progress"'
-_INTERRUPTED_ERROR = {"code": "interrupted", "message": "the gateway stopped mid-generation"}
 _SEQ = struct.Struct(">q")
 
 _CREATE_KEY = """
@@ -68,17 +72,22 @@ if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HINCRBYFLOAT', KEYS[1], '
 return 1
 """
 
-# KEYS: gen, owner set of the new owner. ARGV: mode, old-owner-set prefix, in_progress flag, id, fields...
+# KEYS: gen, owner set of the new owner, tail channel. ARGV: mode, old-owner-set prefix, in_progress flag, id, fields...
+# An update (a generation's outcome) is written only while the record is still in progress: one a
+# lease sweep marked `interrupted` keeps that outcome.
 _PUT_GEN = """
 local exists = redis.call('EXISTS', KEYS[1]) == 1
 if ARGV[1] == 'create' and exists then return redis.error_reply('duplicate generation id') end
-if ARGV[1] == 'update' and not exists then return 0 end
+if ARGV[1] == 'update' then
+  if not exists or redis.call('HGET', KEYS[1], 'status') ~= '"in_progress"' then return 0 end
+end
 if exists then
   local old = redis.call('HGET', KEYS[1], 'owner')
   if old then redis.call('SREM', ARGV[2] .. cjson.decode(old), ARGV[4]) end
 end
 redis.call('HSET', KEYS[1], unpack(ARGV, 5))
 if ARGV[3] == '1' then redis.call('SADD', KEYS[2], ARGV[4]) end
+if ARGV[1] == 'update' then redis.call('PUBLISH', KEYS[3], '') end
 return 1
 """
 
@@ -107,24 +116,41 @@ if ARGV[7] == '1' then redis.call('SADD', KEYS[4], ARGV[3]) end
 return {'created', {}}
 """
 
-# KEYS: owner set. ARGV: prefix, owner (JSON), error (JSON)
-_MARK_INTERRUPTED = """
+# KEYS: lease key, leases set. ARGV: owner, ttl ms. Returns 1 when the owner held a lease already.
+_RENEW_LEASE = """
+local held = redis.call('SISMEMBER', KEYS[2], ARGV[1])
+redis.call('SET', KEYS[1], '1', 'PX', ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[1])
+return held
+"""
+
+# Marks one owner's running generations interrupted and forgets the owner, when it holds no live
+# lease. KEYS: leases set. ARGV: prefix, owner, owner (JSON), error (JSON), mode ('swept': only an
+# owner in the leases set, whose lease key expired; 'orphan': only an owner never in it).
+_SWEEP_OWNER = """
+local member = redis.call('SISMEMBER', KEYS[1], ARGV[2]) == 1
+if ARGV[5] == 'swept' and not member then return 0 end
+if ARGV[5] == 'orphan' and member then return 0 end
+if redis.call('EXISTS', ARGV[1] .. 'lease:' .. ARGV[2]) == 1 then return 0 end
+local owned = ARGV[1] .. 'owner:' .. ARGV[2]
 local n = 0
-for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+for _, id in ipairs(redis.call('SMEMBERS', owned)) do
   local g = ARGV[1] .. 'gen:' .. id
   local v = redis.call('HMGET', g, 'status', 'owner')
-  if v[1] == '"in_progress"' and v[2] == ARGV[2] then
-    redis.call('HSET', g, 'status', '"interrupted"', 'finish_reason', '"error"', 'error', ARGV[3])
+  if v[1] == '"in_progress"' and v[2] == ARGV[3] then
+    redis.call('HSET', g, 'status', '"interrupted"', 'finish_reason', '"error"', 'error', ARGV[4])
+    redis.call('PUBLISH', ARGV[1] .. 'tail:' .. id, '')
     n = n + 1
   end
 end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', owned)
+redis.call('SREM', KEYS[1], ARGV[2])
 return n
 """
 
-# KEYS: logkinds set, logidx zset, gen. ARGV: prefix .. 'log:' .. id .. ':', ttl ms, id, then
-# (kind, first seq, last seq, member)* per run. A run written again from its first seq (the retry of a
-# write that failed) replaces what an earlier write left from that seq on.
+# KEYS: logkinds set, logidx zset, gen, tail channel (followers are told). ARGV: prefix .. 'log:' .. id
+# .. ':', ttl ms, id, then (kind, first seq, last seq, member)* per run. A run written again from its
+# first seq (the retry of a write that failed) replaces what an earlier write left from that seq on.
 _APPEND_LOG = """
 local ttl = tonumber(ARGV[2])
 for i = 4, #ARGV, 4 do
@@ -139,6 +165,7 @@ if not redis.call('ZSCORE', KEYS[2], ARGV[3]) then
   local created = redis.call('HGET', KEYS[3], 'created_at')
   if created then redis.call('ZADD', KEYS[2], tonumber(created), ARGV[3]) end
 end
+redis.call('PUBLISH', KEYS[4], '')
 return 1
 """
 
@@ -174,6 +201,19 @@ return 1
 """
 
 _PRUNE_BATCH = 500
+# A follower that hears nothing looks at the record anyway this often (a publish lost with a
+# reconnect, or a generation whose owner died without a sweep yet)
+_TAIL_SAFETY_S = 2.0
+
+
+class _PubSubTail:
+    def __init__(self, pubsub: PubSub) -> None:
+        self._pubsub = pubsub
+
+    async def wait(self) -> None:
+        message = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=_TAIL_SAFETY_S)
+        while message is not None:  # several appends announced meanwhile: one read takes them all
+            message = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=0)
 
 
 def _split_url(url: str) -> tuple[str, dict[str, str]]:
@@ -260,7 +300,8 @@ class RedisStore:
             "add_spend": _ADD_SPEND,
             "put_gen": _PUT_GEN,
             "begin": _BEGIN,
-            "mark_interrupted": _MARK_INTERRUPTED,
+            "renew_lease": _RENEW_LEASE,
+            "sweep_owner": _SWEEP_OWNER,
             "append_log": _APPEND_LOG,
             "prune_idem": _PRUNE_IDEM,
             "prune_logs": _PRUNE_LOGS,
@@ -317,21 +358,22 @@ class RedisStore:
         await self._run("add_spend", [self._k("key", key_id)], [repr(float(cost))])
 
     # --- generations ------------------------------------------------------------------------------
-    async def _put(self, mode: str, record: GenerationRecord) -> None:
+    async def _put(self, mode: str, record: GenerationRecord) -> bool:
         in_progress = "1" if record.status == "in_progress" else "0"
-        await self._run(
+        written = await self._run(
             "put_gen",
-            [self._k("gen", record.id), self._k("owner", record.owner)],
+            [self._k("gen", record.id), self._k("owner", record.owner), self._k("tail", record.id)],
             [mode, self._k("owner", ""), in_progress, record.id, *_gen_fields(record)],
         )
+        return bool(written)
 
     async def create_generation(self, record: GenerationRecord) -> None:
         await self._put("create", record)
 
-    async def update_generation(self, record: GenerationRecord, log: list[LogRun] | None = None) -> None:
+    async def update_generation(self, record: GenerationRecord, log: list[LogRun] | None = None) -> bool:
         if log:
             await self.append_log(record.id, log)  # first: the outcome is never seen before its log
-        await self._put("update", record)
+        return await self._put("update", record)
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None:
         flat = await self._cmd("HGETALL", self._k("gen", generation_id))
@@ -339,11 +381,33 @@ class RedisStore:
             return None
         return _gen_from({k.decode(): orjson.loads(v) for k, v in flat.items()})
 
-    async def mark_interrupted(self, owner: str) -> int:
-        n = await self._run(
-            "mark_interrupted", [self._k("owner", owner)], [self.prefix, _enc(owner), _enc(_INTERRUPTED_ERROR)]
+    # --- leases (CONTRACT §10) ----------------------------------------------------------------------
+    async def renew_lease(self, owner: str, ttl_s: float) -> bool:
+        held = await self._run(
+            "renew_lease", [self._k("lease", owner), self._k("leases")], [owner, max(1, int(ttl_s * 1000))]
         )
-        return int(n)
+        return bool(held)
+
+    async def release_lease(self, owner: str) -> None:
+        await self._cmd("DEL", self._k("lease", owner))
+        await self._sweep_owner(owner, "swept")
+
+    async def _sweep_owner(self, owner: str, mode: str) -> int:
+        args = [self.prefix, owner, _enc(owner), _enc(INTERRUPTED_ERROR), mode]
+        return int(await self._run("sweep_owner", [self._k("leases")], args))
+
+    async def sweep_leases(self, *, orphans: bool = False) -> int:
+        marked = 0
+        for member in await self._cmd("SMEMBERS", self._k("leases")):
+            owner = member.decode()
+            if not await self._cmd("EXISTS", self._k("lease", owner)):
+                marked += await self._sweep_owner(owner, "swept")
+        if orphans:  # owners of versions before leases: an `owner:` set and never a lease
+            prefix = self._k("owner", "")
+            pattern = "".join("\\" + c if c in "*?[]\\" else c for c in prefix) + "*"
+            async for key in self._redis.scan_iter(match=pattern, count=500):
+                marked += await self._sweep_owner(key.decode()[len(prefix) :], "orphan")
+        return marked
 
     # --- idempotency and logs ---------------------------------------------------------------------
     @staticmethod
@@ -389,9 +453,25 @@ class RedisStore:
             return
         await self._run(
             "append_log",
-            [self._k("logkinds", generation_id), self._k("logidx"), self._k("gen", generation_id)],
+            [
+                self._k("logkinds", generation_id),
+                self._k("logidx"),
+                self._k("gen", generation_id),
+                self._k("tail", generation_id),
+            ],
             [self._k("log", generation_id, ""), self._ttl_ms, generation_id, *members],
         )
+
+    @contextlib.asynccontextmanager
+    async def follow(self, generation_id: str) -> AsyncIterator[LogTail]:
+        """Pushed: every append and outcome publishes on `tail:{id}` (in the same script), and a
+        follower subscribed before its first read wakes on it."""
+        pubsub = self._redis.pubsub()
+        await pubsub.subscribe(self._k("tail", generation_id))
+        try:
+            yield _PubSubTail(pubsub)
+        finally:
+            await pubsub.aclose()
 
     async def read_log(self, generation_id: str, kind: str, after_seq: int = -1) -> list[tuple[int, bytes]]:
         out: list[tuple[int, bytes]] = []

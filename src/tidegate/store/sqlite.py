@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+import orjson
+
 from . import logpack
-from .base import ApiKey, BeginResult, GenerationRecord, LogRun
+from .base import INTERRUPTED_ERROR, ApiKey, BeginResult, GenerationRecord, LogRun, LogTail, polling_follow
 from .group_commit import GroupCommit, immediate, is_locked
 from .rows import FINAL_COLUMNS, GEN_COLUMNS, GEN_COUNT, final_params, key_from_row, record_from_row, record_params
-from .sqlite_schema import SCHEMA
+from .schema import apply_in_memory, upgrade
 
 T = TypeVar("T")
 
@@ -28,9 +32,20 @@ sqlite3.register_adapter(bytes, bytes)
 sqlite3.register_adapter(bool, int)
 
 _INSERT_GENERATION = f"INSERT INTO generations ({GEN_COLUMNS}) VALUES ({', '.join('?' * GEN_COUNT)})"
+# Only a running record takes an outcome: one a lease sweep marked `interrupted` keeps it.
 _UPDATE_GENERATION = (
-    "UPDATE generations SET " + ", ".join(f"{c.strip()} = ?" for c in FINAL_COLUMNS.split(",")) + " WHERE id = ?"
+    "UPDATE generations SET "
+    + ", ".join(f"{c.strip()} = ?" for c in FINAL_COLUMNS.split(","))
+    + " WHERE id = ? AND status = 'in_progress'"
 )
+_INTERRUPT = (
+    "UPDATE generations SET status = 'interrupted', finish_reason = 'error', error = ?"
+    " WHERE rowid > ? AND status = 'in_progress' AND owner = ?"
+)
+_INTERRUPTED_JSON = orjson.dumps(INTERRUPTED_ERROR).decode()
+# `instance_starts` row holding the newest rowid the last orphan sweep looked at (records below it
+# were all checked once; every owner since holds a lease before it writes a record)
+_ORPHAN_BOUND = "*orphans*"
 _INSERT_LOG_BATCH = (
     "INSERT OR REPLACE INTO generation_log_batches (generation_id, kind, first_seq, last_seq, data)"
     " VALUES (?, ?, ?, ?, ?)"
@@ -123,6 +138,7 @@ class SQLiteStore:
         self._checkpointing = False
         self._checkpoints = 0
         self._commits = GroupCommit(self._loop_db, self._db, self._executor, self._committed)
+        self._lease_first: dict[str, int] = {}  # owner -> the newest rowid before its first record
 
     def _connect(self, busy_timeout_ms: int, autocheckpoint: bool) -> sqlite3.Connection:
         if not self._memory:
@@ -137,8 +153,12 @@ class SQLiteStore:
 
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
+            if not self._memory:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                upgrade("sqlite", self.path)  # the schema is this version's before anything reads it
             conn = self._connect(5000, self._memory)
-            conn.executescript(SCHEMA)
+            if self._memory:
+                apply_in_memory(conn)
             self._conn = conn
         return self._conn
 
@@ -313,56 +333,98 @@ class SQLiteStore:
 
         await self._write(_insert)
 
-    async def update_generation(self, record: GenerationRecord, log: list[LogRun] | None = None) -> None:
+    async def update_generation(self, record: GenerationRecord, log: list[LogRun] | None = None) -> bool:
         params = final_params(record)
         runs = [run for run in log or () if run.items]
 
-        def _update(db: sqlite3.Connection, rows: list[LogRow]) -> int:
-            """The outcome, with the log's rows (in the caller's transaction): the bytes stored."""
+        def _update(db: sqlite3.Connection, rows: list[LogRow]) -> tuple[int, bool]:
+            """The outcome, with the log's rows (in the caller's transaction): the bytes stored, and
+            whether the record was still running to take it."""
             if rows:
                 db.executemany(_INSERT_LOG_BATCH, rows)
-            db.execute(_UPDATE_GENERATION, params)
-            return _stored_bytes(rows)
+            applied = db.execute(_UPDATE_GENERATION, params).rowcount > 0
+            return _stored_bytes(rows), applied
 
         if self._memory:
             rows = await _deflated_log_rows(record.id, runs)
-            await self._write(lambda db: _update(db, rows))
-        elif sum(len(item) for run in runs for item in run.items) > _IN_PLACE_LOG_BYTES:
+            return (await self._write(lambda db: _update(db, rows)))[1]
+        if sum(len(item) for run in runs for item in run.items) > _IN_PLACE_LOG_BYTES:
             # a long answer's log: packed, deflated and written on the store thread
+            outcome: list[bool] = []
+
             def _on_thread() -> int:
-                return immediate(self._db(), lambda db: _update(db, _log_rows(record.id, runs, True)))
+                stored, applied = immediate(self._db(), lambda db: _update(db, _log_rows(record.id, runs, True)))
+                outcome.append(applied)
+                return stored
 
             await self._write_log(_on_thread)
-        else:
-            stored = await self._write(lambda db: _update(db, _log_rows(record.id, runs, False)))
-            self._written(stored // _PAGE_BYTES)
+            return outcome[0]
+        stored, applied = await self._write(lambda db: _update(db, _log_rows(record.id, runs, False)))
+        self._written(stored // _PAGE_BYTES)
+        return applied
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None:
         result: GenerationRecord | None = await self._read(lambda db: _get_record(db, generation_id))
         return result
 
-    async def mark_interrupted(self, owner: str) -> int:
-        """Without an index on status (it cost each request two WAL frames): generations are never
-        deleted, so their rowids only grow, and every record `owner` made since its last start has a
-        rowid above the one `instance_starts` holds for it. One transaction marks those and moves
-        the bound to the newest rowid; a database without a bound for `owner` is scanned once."""
-        error = '{"code": "interrupted", "message": "the gateway stopped mid-generation"}'
+    # --- leases (CONTRACT §10) ----------------------------------------------------------------------
+    # No index on status (it cost each request two WAL frames): generations are never deleted, so
+    # their rowids only grow, and every record an owner makes has a rowid above the newest one when
+    # it first took its lease (`first_rowid`). A sweep marks a dead owner's records from there.
+    def renew_lease_sync(self, owner: str, ttl_s: float) -> bool:
+        def _renew(db: sqlite3.Connection) -> bool:
+            expires = time.time() + ttl_s
+            if db.execute("UPDATE leases SET expires_at = ? WHERE owner = ?", (expires, owner)).rowcount:
+                return True
+            first = self._lease_first.get(owner)
+            if first is None:
+                first = int(db.execute("SELECT COALESCE(MAX(rowid), 0) FROM generations").fetchone()[0])
+                self._lease_first[owner] = first
+            db.execute("INSERT INTO leases (owner, first_rowid, expires_at) VALUES (?, ?, ?)", (owner, first, expires))
+            return False
 
-        def _mark(db: sqlite3.Connection) -> int:
-            row = db.execute("SELECT last_rowid FROM instance_starts WHERE owner = ?", (owner,)).fetchone()
-            cur = db.execute(
-                "UPDATE generations SET status = 'interrupted', finish_reason = 'error', error = ?"
-                " WHERE rowid > ? AND status = 'in_progress' AND owner = ?",
-                (error, row[0] if row else 0, owner),
-            )
-            db.execute(
-                "INSERT OR REPLACE INTO instance_starts (owner, last_rowid)"
-                " VALUES (?, (SELECT COALESCE(MAX(rowid), 0) FROM generations))",
-                (owner,),
-            )
-            return cur.rowcount
+        return immediate(self._db(), _renew)
 
-        return int(await self._run(lambda: immediate(self._db(), _mark)))
+    async def renew_lease(self, owner: str, ttl_s: float) -> bool:
+        return bool(await self._run(self.renew_lease_sync, owner, ttl_s))
+
+    def release_lease_sync(self, owner: str) -> None:
+        def _release(db: sqlite3.Connection) -> None:
+            row = db.execute("SELECT first_rowid FROM leases WHERE owner = ?", (owner,)).fetchone()
+            if row is not None:
+                db.execute(_INTERRUPT, (_INTERRUPTED_JSON, row[0], owner))
+                db.execute("DELETE FROM leases WHERE owner = ?", (owner,))
+
+        immediate(self._db(), _release)
+
+    async def release_lease(self, owner: str) -> None:
+        await self._run(self.release_lease_sync, owner)
+
+    def sweep_leases_sync(self, orphans: bool = False) -> int:
+        def _sweep(db: sqlite3.Connection) -> int:
+            marked = 0
+            dead = db.execute("SELECT owner, first_rowid FROM leases WHERE expires_at < ?", (time.time(),)).fetchall()
+            for owner, first in dead:
+                marked += db.execute(_INTERRUPT, (_INTERRUPTED_JSON, first, owner)).rowcount
+                db.execute("DELETE FROM leases WHERE owner = ?", (owner,))
+            if orphans:
+                row = db.execute("SELECT last_rowid FROM instance_starts WHERE owner = ?", (_ORPHAN_BOUND,)).fetchone()
+                marked += db.execute(
+                    "UPDATE generations SET status = 'interrupted', finish_reason = 'error', error = ?"
+                    " WHERE rowid > ? AND status = 'in_progress' AND owner NOT IN (SELECT owner FROM leases)",
+                    (_INTERRUPTED_JSON, row[0] if row else 0),
+                ).rowcount
+                db.execute(
+                    "INSERT OR REPLACE INTO instance_starts (owner, last_rowid)"
+                    " VALUES (?, (SELECT COALESCE(MAX(rowid), 0) FROM generations))",
+                    (_ORPHAN_BOUND,),
+                )
+            return marked
+
+        return immediate(self._db(), _sweep)
+
+    async def sweep_leases(self, *, orphans: bool = False) -> int:
+        return int(await self._run(self.sweep_leases_sync, orphans))
 
     # --- idempotency and logs ---------------------------------------------------------------------
     async def begin_generation(self, record: GenerationRecord) -> BeginResult:
@@ -423,6 +485,9 @@ class SQLiteStore:
             return _stored_bytes(rows)
 
         await self._write_log(_append)
+
+    def follow(self, generation_id: str) -> contextlib.AbstractAsyncContextManager[LogTail]:
+        return polling_follow(generation_id)  # no push between processes: a follower polls
 
     async def read_log(self, generation_id: str, kind: str, after_seq: int = -1) -> list[tuple[int, bytes]]:
         def _read() -> list[tuple[int, bytes]]:

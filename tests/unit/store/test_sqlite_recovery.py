@@ -1,8 +1,9 @@
 """Crash recovery on SQLite without an index on status: what each request writes, and databases
-made by earlier versions (which had the index and no `instance_starts`)."""
+made by earlier versions (which had the index, no `instance_starts` and no leases)."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import sqlite3
 import time
@@ -68,22 +69,28 @@ async def test_a_database_from_before_loses_its_dropped_indexes_and_its_running_
         db.execute("CREATE INDEX generations_status ON generations(status)")
         db.execute("CREATE INDEX generations_created ON generations(created_at)")
         db.execute("DROP TABLE instance_starts")
+        db.execute("DROP TABLE leases")
+        for table in ("_yoyo_migration", "_yoyo_log", "_yoyo_version", "yoyo_lock"):  # no migrations then
+            db.execute(f"DROP TABLE {table}")
 
     store = SQLiteStore(f"sqlite:///{path}")
     await store.open()
     try:
         assert _indexes(path) == {"sqlite_autoindex_generations_1"}
-        assert await store.mark_interrupted("me:1") == 2  # no bound yet: every record is looked at
+        # records of versions before leases: no owner holds one, a starting gateway's sweep finds them
+        assert await store.sweep_leases(orphans=True) == 3
         for rec in running:
             got = await store.get_generation(rec.id)
             assert got is not None and got.status == "interrupted"
         got = await store.get_generation(done.id)
         assert got is not None and got.status == "completed"
-        later = _record()  # this start's own record, left running by the next crash
+        assert await store.renew_lease("me:2", 0.2) is False
+        later = _record("me:2")  # this start's own record, left running by the next crash
         await store.begin_generation(later)
-        assert await store.mark_interrupted("me:1") == 1
+        assert await store.sweep_leases(orphans=True) == 0  # its owner's lease holds; nothing left below the bound
+        await asyncio.sleep(0.35)
+        assert await store.sweep_leases() == 1
         got = await store.get_generation(later.id)
         assert got is not None and got.status == "interrupted"
-        assert await store.mark_interrupted("them:2") == 1
     finally:
         await store.close()

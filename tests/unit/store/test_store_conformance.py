@@ -344,14 +344,27 @@ async def test_an_outcome_written_with_the_last_log_entries_carries_both(store: 
     await store.update_generation(ended, [LogRun(LOG_JSON, 0, [b'{"small":1}'])])
     assert await store.get_generation(h.id) == ended
     assert await store.read_log(h.id, LOG_JSON) == [(0, b'{"small":1}')]
-    await store.update_generation(dataclasses.replace(ended, output_text="x"), [])  # no entries: the outcome only
-    assert (await store.get_generation(h.id)) == dataclasses.replace(ended, output_text="x")
+    # an outcome is written once: a record no longer running keeps the one it has
+    assert await store.update_generation(dataclasses.replace(ended, output_text="x"), []) is False
+    assert await store.get_generation(h.id) == ended
+    i = gen(idem="final-log-none")
+    await store.begin_generation(i)
+    ended = dataclasses.replace(i, status="failed", finish_reason="error", output_text="x")
+    assert await store.update_generation(ended, []) is True  # no entries: the outcome only
+    assert await store.get_generation(i.id) == ended
 
 
-# --- crash recovery and retention ---------------------------------------------------------------------
+# --- leases and retention ---------------------------------------------------------------------
 
 
-async def test_mark_interrupted_touches_only_that_owners_running_records(store: GenerationStore) -> None:
+async def _expire(seconds: float = 0.35) -> None:
+    await asyncio.sleep(seconds)  # past a 0.2 s lease on the store's clock
+
+
+async def test_a_sweep_marks_only_the_running_records_of_owners_whose_lease_expired(store: GenerationStore) -> None:
+    assert await store.renew_lease("me:1", 0.2) is False  # a first lease
+    assert await store.renew_lease("them:2", 60) is False
+    assert await store.renew_lease("them:2", 60) is True  # renewed
     mine_running = gen(owner="me:1", idem="m1")
     mine_plain = gen(owner="me:1")
     mine_done = gen(owner="me:1")
@@ -361,10 +374,12 @@ async def test_mark_interrupted_touches_only_that_owners_running_records(store: 
     await store.create_generation(mine_plain)
     await store.create_generation(dataclasses.replace(mine_done, status="completed", finish_reason="stop"))
     await store.create_generation(mine_finished_later)
-    await store.update_generation(dataclasses.replace(mine_finished_later, status="cancelled"))
+    assert await store.update_generation(dataclasses.replace(mine_finished_later, status="cancelled")) is True
     await store.begin_generation(theirs)
+    assert await store.sweep_leases() == 0  # every lease still held
 
-    assert await store.mark_interrupted("me:1") == 2
+    await _expire()
+    assert await store.sweep_leases() == 2
     for rec in (mine_running, mine_plain):
         got = await store.get_generation(rec.id)
         assert got is not None
@@ -375,16 +390,52 @@ async def test_mark_interrupted_touches_only_that_owners_running_records(store: 
         untouched = await store.get_generation(rec.id)
         assert untouched is not None and untouched.status == status
     assert await store.get_generation(theirs.id) == theirs
-    assert await store.mark_interrupted("me:1") == 0
-    assert await store.mark_interrupted("nobody:0") == 0
-    # what the next run leaves running is found at the start after it, and only that
+    assert await store.sweep_leases() == 0
+    assert await store.sweep_leases(orphans=True) == 0
+
+    # the paused owner wakes: its outcome does not overwrite the sweep's, and it learns it lost the lease
+    late = dataclasses.replace(mine_running, status="completed", finish_reason="stop", output_text="late")
+    assert await store.update_generation(late) is False
+    got = await store.get_generation(mine_running.id)
+    assert got is not None and got.status == "interrupted"
+    assert await store.renew_lease("me:1", 0.2) is False
+    # what it runs under its new lease is swept when that one expires, and only that
     next_run = gen(owner="me:1")
     await store.create_generation(next_run)
-    assert await store.mark_interrupted("me:1") == 1
+    await _expire()
+    assert await store.sweep_leases() == 1
     got = await store.get_generation(next_run.id)
     assert got is not None and got.status == "interrupted"
     # an interrupted generation's key can be used again
     assert (await store.begin_generation(gen(owner="me:1", idem="m1"))).outcome == "created"
+
+
+async def test_records_of_an_owner_that_never_held_a_lease_are_swept_as_orphans_only(store: GenerationStore) -> None:
+    await store.renew_lease("live:1", 60)
+    legacy = gen(owner="oldhost:8080")
+    live = gen(owner="live:1")
+    await store.create_generation(legacy)
+    await store.create_generation(live)
+    assert await store.sweep_leases() == 0
+    assert await store.sweep_leases(orphans=True) == 1
+    got = await store.get_generation(legacy.id)
+    assert got is not None and got.status == "interrupted"
+    assert await store.get_generation(live.id) == live
+
+
+async def test_release_marks_what_the_owner_still_runs_and_ends_its_lease(store: GenerationStore) -> None:
+    await store.renew_lease("me:1", 60)
+    running = gen(owner="me:1")
+    done = gen(owner="me:1")
+    await store.create_generation(running)
+    await store.create_generation(done)
+    await store.update_generation(dataclasses.replace(done, status="completed", finish_reason="stop"))
+    await store.release_lease("me:1")
+    got = await store.get_generation(running.id)
+    assert got is not None and got.status == "interrupted"
+    got = await store.get_generation(done.id)
+    assert got is not None and got.status == "completed"
+    assert await store.renew_lease("me:1", 60) is False
 
 
 async def test_prune_forgets_old_keys_and_logs_but_keeps_records(store: GenerationStore) -> None:
@@ -416,3 +467,32 @@ async def test_prune_forgets_old_keys_and_logs_but_keeps_records(store: Generati
     assert (await store.begin_generation(gen(idem="old-done"))).outcome == "created"
     r = await store.begin_generation(gen(idem="fresh"))
     assert (r.outcome, r.record.id) == ("in_progress", fresh.id)
+
+
+# --- the live tail ------------------------------------------------------------------------------------
+
+
+async def test_a_follower_wakes_for_what_another_process_appends_and_for_the_outcome(open_another: OpenStore) -> None:
+    writer, follower = await open_another(), await open_another()
+    rec = gen(idem="tail")
+    await writer.begin_generation(rec)
+    loop = asyncio.get_running_loop()
+    async with follower.follow(rec.id) as tail:
+        assert await follower.read_log(rec.id, LOG_FRAME) == []
+        loop.call_later(0.3, lambda: asyncio.ensure_future(writer.append_log(rec.id, [LogRun(LOG_FRAME, 0, [b"f0"])])))
+        t0 = loop.time()
+        while not await follower.read_log(rec.id, LOG_FRAME):
+            await tail.wait()
+            assert loop.time() - t0 < 2.5
+        woke = loop.time() - t0
+        assert woke < 0.6, f"the append was seen {woke:.2f} s after the follower started waiting"
+        done = dataclasses.replace(rec, status="completed", finish_reason="stop")
+        loop.call_later(0.2, lambda: asyncio.ensure_future(writer.update_generation(done)))
+        t0 = loop.time()
+        while (await follower.get_generation(rec.id)) != done:
+            await tail.wait()
+            assert loop.time() - t0 < 2.5
+        if type(follower).__name__ == "RedisStore":  # pushed: an idle follower is not woken to poll
+            t0 = loop.time()
+            await tail.wait()
+            assert loop.time() - t0 > 1.0

@@ -1,8 +1,7 @@
-"""The SQLite store's tables (created when missing). Dropped from databases made before: `generations_status`
-(stop 19) and `generations_created` (stop 30: a third B-tree page in every record's first commit, for an
-hourly prune that now starts from the log batches it deletes)."""
-
-SCHEMA = """
+-- The tables of the versions before migrations (IF NOT EXISTS: a database they made takes this as applied).
+-- Dropped from databases made before: `generations_status` (stop 19) and `generations_created` (stop 30:
+-- a third B-tree page in every record's first commit, for an hourly prune that now starts from the log
+-- batches it deletes).
 CREATE TABLE IF NOT EXISTS api_keys (
     id TEXT PRIMARY KEY,
     name TEXT NOT NULL,
@@ -56,4 +55,3 @@ CREATE TABLE IF NOT EXISTS generation_log_batches (
     data BLOB NOT NULL,
     PRIMARY KEY (generation_id, kind, first_seq)
 );
-"""

@@ -1,0 +1,334 @@
+"""Several `tidegate serve` processes on one store (CONTRACT §10): leases, sweeps, the shared live
+tail, one upstream call per Idempotency-Key, and the SIGTERM drain.
+
+Every store the gateway supports: SQLite (several processes on one file), Redis and PostgreSQL
+(the loopback servers; a backend that does not answer is skipped). Leases are short here
+(`lease_ttl_s = 1.5`: renewed and swept every 0.5 s) so a dead gateway's generations end within
+about two seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from helpers import RawStream, ServerProcess, start_server, stream_sse
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "store"))
+from store_backends import drop_postgres_schema, drop_redis_prefix, postgres_url, redis_url, unique_name, with_query
+
+NATIVE = "/api/v1/llm/responses"
+REPLAY = "/api/v1/llm/responses/replay"
+LEASE_TTL_S = 1.5
+SWEPT_WITHIN_S = LEASE_TTL_S + LEASE_TTL_S / 3 + 2.5  # the TTL, one sweep, and a loaded machine's slack
+
+
+@pytest.fixture(params=["sqlite", "redis", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'shared.db'}"
+    elif request.param == "redis":
+        base, why = redis_url()
+        if base is None:
+            pytest.skip(why)
+        prefix = unique_name("inst") + ":"
+        yield with_query(base, prefix=prefix)
+        drop_redis_prefix(base, prefix)
+    else:
+        base, why = postgres_url()
+        if base is None:
+            pytest.skip(why)
+        schema = unique_name("inst")
+        yield with_query(base, schema=schema)
+        drop_postgres_schema(base, schema)
+
+
+def _config(store_url: str, emu: OpenAIUpstream, drain_s: float = 30.0) -> str:
+    return tidegate_toml(
+        store_url,
+        {"emu": {"kind": "openai", "base_url": emu.base_url}},
+        {
+            "slow": [("emu", "slow:0.05")],
+            "pause": [("emu", "silence:3")],
+            "brief": [("emu", "silence:1")],
+            "text": [("emu", "text")],
+        },
+        server={"lease_ttl_s": LEASE_TTL_S, "drain_s": drain_s, "keepalive_s": 10},
+    )
+
+
+def _start(tmp_path: Path, name: str, config: str) -> ServerProcess:
+    return start_server(tmp_path / name, config)
+
+
+def _native(model: str) -> dict[str, Any]:
+    return {"model": model, "input": "Count slowly.", "stream": True}
+
+
+def _record(server: ServerProcess, gid: str) -> dict[str, Any]:
+    resp = httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers, timeout=10)
+    assert resp.status_code == 200, resp.text
+    return dict(resp.json())
+
+
+def _wait_status(server: ServerProcess, gid: str, within_s: float) -> tuple[str, float]:
+    """Polls the record until it is no longer in_progress: (its status, seconds waited)."""
+    t0 = time.monotonic()
+    while True:
+        status = str(_record(server, gid)["status"])
+        waited = time.monotonic() - t0
+        if status != "in_progress" or waited > within_s:
+            return status, waited
+        time.sleep(0.1)
+
+
+def _keyed_stream(server: ServerProcess, model: str, idem: str, events: int = 8) -> tuple[RawStream, str]:
+    """A keyed native stream read for `events` events and a moment more (so its output is flushed)."""
+    stream = RawStream(server.base_url, NATIVE, _native(model), {**server.headers, "Idempotency-Key": idem})
+    assert stream.status == 200
+    stream.read_events(events)
+    time.sleep(0.6)  # flushed at least every 250 ms (CONTRACT §7)
+    return stream, stream.headers["x-generation-id"]
+
+
+def _replay(server: ServerProcess, idem: str) -> httpx.Response:
+    return httpx.post(server.base_url + REPLAY, headers={**server.headers, "Idempotency-Key": idem}, timeout=10)
+
+
+def test_a_killed_gateways_generation_is_interrupted_by_another_without_a_restart(
+    store_url: str, tmp_path: Path
+) -> None:
+    with OpenAIUpstream() as emu:
+        config = _config(store_url, emu)
+        a, b = _start(tmp_path, "a", config), _start(tmp_path, "b", config)
+        try:
+            idem = "kill-" + uuid.uuid4().hex
+            stream, gid = _keyed_stream(a, "slow", idem)
+            assert _record(b, gid)["status"] == "in_progress"  # B sees A's live record
+            assert _replay(b, idem).status_code == 409
+            a.kill()  # SIGKILL: no shutdown, no release
+            stream.close()
+            status, waited = _wait_status(b, gid, SWEPT_WITHIN_S)
+            assert status == "interrupted", f"still {status} after {waited:.1f} s"
+            replay = _replay(b, idem)
+            assert replay.status_code == 502, replay.text
+            body = replay.json()
+            assert body["status"] == "interrupted" and body["error"]["code"] == "interrupted"
+            assert body["partial_output"].startswith("tick0 tick1 ")  # what was flushed before the kill
+        finally:
+            a.kill()
+            b.stop()
+
+
+def test_a_gateway_restarted_on_another_port_leaves_nothing_in_progress(store_url: str, tmp_path: Path) -> None:
+    with OpenAIUpstream() as emu:
+        config = _config(store_url, emu)
+        a = _start(tmp_path, "a", config)
+        try:
+            idem = "restart-" + uuid.uuid4().hex
+            stream, gid = _keyed_stream(a, "slow", idem)
+            a.kill()
+            stream.close()
+        finally:
+            a.kill()
+        killed_at = time.monotonic()
+        again = _start(tmp_path, "again", config)  # another port, the same store
+        try:
+            assert again.base_url != a.base_url
+            status, _ = _wait_status(again, gid, SWEPT_WITHIN_S)
+            assert status == "interrupted", f"still {status} {time.monotonic() - killed_at:.1f} s after the kill"
+            replay = _replay(again, idem)
+            assert replay.status_code == 502 and replay.json()["error"]["code"] == "interrupted"
+            assert replay.json()["partial_output"].startswith("tick0 ")
+        finally:
+            again.stop()
+
+
+def test_a_paused_gateway_that_lost_its_lease_does_not_overwrite_interrupted(store_url: str, tmp_path: Path) -> None:
+    with OpenAIUpstream() as emu:
+        config = _config(store_url, emu)
+        a, b = _start(tmp_path, "a", config), _start(tmp_path, "b", config)
+        try:
+            idem = "pause-" + uuid.uuid4().hex
+            # two chunks, then 3 s of nothing, then the rest: A is stopped meanwhile
+            stream = RawStream(a.base_url, NATIVE, _native("pause"), {**a.headers, "Idempotency-Key": idem})
+            stream.read_events(3)
+            gid = stream.headers["x-generation-id"]
+            os.kill(a.proc.pid, signal.SIGSTOP)
+            try:
+                status, waited = _wait_status(b, gid, SWEPT_WITHIN_S)
+                assert status == "interrupted", f"still {status} after {waited:.1f} s"
+            finally:
+                os.kill(a.proc.pid, signal.SIGCONT)
+            stream.read_to_end(timeout=30)  # A wakes and finishes the upstream's answer
+            stream.close()
+            # the client is not told it is complete: the stored outcome is `interrupted`
+            assert stream.events[-1].event == "error", stream.body[-300:]
+            assert orjson.loads(stream.events[-1].data)["error"]["code"] == "interrupted"
+            time.sleep(0.5)
+            rec = _record(b, gid)
+            assert rec["status"] == "interrupted", rec
+            assert "lease" in a.log() and "interrupted" in a.log()
+            # A took a new lease and serves on: what it runs now completes
+            fresh = stream_sse(a.base_url + NATIVE, _native("text"), a.headers)
+            assert fresh.status == 200 and fresh.events[-1].event == "done"
+            assert _record(b, fresh.headers["x-generation-id"])["status"] == "completed"
+        finally:
+            a.stop()
+            b.stop()
+
+
+def test_one_idempotency_key_on_three_gateways_reaches_the_upstream_once(store_url: str, tmp_path: Path) -> None:
+    with OpenAIUpstream() as emu:
+        config = _config(store_url, emu)
+        servers = [_start(tmp_path, name, config) for name in ("a", "b", "c")]
+        try:
+            idem = "once-" + uuid.uuid4().hex
+            body = {"model": "text", "input": "Hello", "stream": False}
+            barrier = threading.Barrier(20)
+            answers: list[httpx.Response] = []
+            lock = threading.Lock()
+
+            def send(server: ServerProcess) -> None:
+                with httpx.Client(timeout=60) as client:
+                    barrier.wait()
+                    resp = client.post(
+                        server.base_url + NATIVE, json=body, headers={**server.headers, "Idempotency-Key": idem}
+                    )
+                with lock:
+                    answers.append(resp)
+
+            threads = [threading.Thread(target=send, args=(servers[i % 3],)) for i in range(20)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=90)
+            assert len(answers) == 20
+            assert {r.status_code for r in answers} <= {200, 409}, [r.text for r in answers]
+            assert len({r.headers["x-generation-id"] for r in answers}) == 1
+            assert emu.counts().get("text", 0) == 1
+        finally:
+            for s in servers:
+                s.stop()
+
+
+def test_a_resume_on_another_gateway_follows_the_stream_live_to_its_end(store_url: str, tmp_path: Path) -> None:
+    with OpenAIUpstream() as emu:
+        config = _config(store_url, emu)
+        a, b = _start(tmp_path, "a", config), _start(tmp_path, "b", config)
+        try:
+            idem = "follow-" + uuid.uuid4().hex
+            # two chunks, 3 s of silence, then the rest and `done`: B's follower must wait for it live
+            body = _native("pause")
+            original = RawStream(a.base_url, NATIVE, body, {**a.headers, "Idempotency-Key": idem})
+            first = original.read_events(3)
+            last_id = first[2].id
+            time.sleep(0.6)
+            headers = {**b.headers, "Idempotency-Key": idem, "Accept": "text/event-stream", "Last-Event-ID": last_id}
+            resumed = stream_sse(b.base_url + NATIVE, body, headers, timeout=30)
+            whole = original.read_to_end(timeout=30)
+            original.close()
+            assert resumed.status == 200
+            assert resumed.events[-1].event == "done"
+            # byte for byte what the original stream sent after that event
+            cut = whole.index(f"id: {last_id}\n".encode())
+            tail = whole[cut:].split(b"\n\n", 1)[1]
+            assert resumed.raw == tail
+        finally:
+            a.stop()
+            b.stop()
+
+
+def test_sigterm_drains_then_interrupts_what_still_runs(store_url: str, tmp_path: Path) -> None:
+    with OpenAIUpstream() as emu:
+        config = _config(store_url, emu, drain_s=2.0)
+        a, b = _start(tmp_path, "a", config), _start(tmp_path, "b", config)
+        try:
+            endless = RawStream(a.base_url, NATIVE, _native("slow"), {**a.headers, "Idempotency-Key": uuid.uuid4().hex})
+            endless.read_events(3)
+            short = RawStream(a.base_url, NATIVE, _native("brief"), a.headers)  # ends ~1 s from now
+            short.read_events(2)
+            keep = httpx.Client(timeout=5)
+            assert keep.get(a.base_url + "/readyz").status_code == 200  # a kept-alive connection
+            t0 = time.monotonic()
+            a.proc.send_signal(signal.SIGTERM)
+            time.sleep(0.3)
+            try:
+                ready = keep.get(a.base_url + "/readyz").status_code
+            except httpx.HTTPError:
+                ready = 0  # the server closed the idle connection: equally not ready
+            assert ready in (0, 503)
+            endless_body = endless.read_to_end(timeout=15)
+            short_body = short.read_to_end(timeout=15)
+            a.proc.wait(timeout=15)
+            took = time.monotonic() - t0
+            # the short one finished in the drain; the endless one ended interrupted after it
+            assert b"event: done" in short_body and b"event: error" not in short_body
+            assert b"event: done" not in endless_body
+            error = [e for e in endless.events if e.event == "error"]
+            assert error and orjson.loads(error[0].data)["error"]["code"] == "interrupted"
+            assert 2.0 <= took < 12, took
+            for stream in (endless, short):
+                gid = stream.headers["x-generation-id"]
+                assert _record(b, gid)["status"] == ("completed" if stream is short else "interrupted")
+            keep.close()
+        finally:
+            a.stop()
+            b.stop()
+
+
+def _workers_of(server: ServerProcess) -> list[int]:
+    """The worker processes of a `--workers N` gateway (not multiprocessing's resource tracker)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        if parent == server.proc.pid and b"resource_tracker" not in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+def test_workers_on_one_sqlite_file_sweep_a_killed_workers_generation(tmp_path: Path) -> None:
+    with OpenAIUpstream() as emu:
+        server = start_server(
+            tmp_path / "w", _config(f"sqlite:///{tmp_path / 'shared.db'}", emu), args=["--workers", "2"]
+        )
+        try:
+            idem = "workers-" + uuid.uuid4().hex
+            stream, gid = _keyed_stream(server, "slow", idem)
+            workers = _workers_of(server)
+            assert len(workers) == 2, workers
+            for pid in workers:  # both: whichever ran it, its owner is gone
+                os.kill(pid, signal.SIGKILL)
+            stream.close()
+            deadline = time.monotonic() + 30  # the supervisor starts two new workers (new owners)
+            while True:
+                try:
+                    status = _record(server, gid)["status"]
+                except (httpx.HTTPError, AssertionError):
+                    status = "unreachable"
+                if status == "interrupted" or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert status == "interrupted"
+            assert _replay(server, idem).json()["error"]["code"] == "interrupted"
+        finally:
+            server.stop()
