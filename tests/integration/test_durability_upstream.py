@@ -39,6 +39,7 @@ def _config(workdir: Path, upstream: OpenAIUpstream) -> str:
             "m/endless": [("emu", "slow:0.05")],
             "m/ticking": [("emu", "slow:0.02")],
         },
+        server={"lease_ttl_s": 1.5},
     )
 
 
@@ -188,12 +189,17 @@ def test_kill_mid_stream_then_replay_502_interrupted_with_prefix(upstream: OpenA
         for c in (orjson.loads(e.data) for e in events if e.data.startswith("{"))
         if c.get("choices")
     )
-    port = int(srv.base_url.rsplit(":", 1)[1])
-    restarted = start_server(tmp_path, _config(tmp_path, upstream), port=port)
+    restarted = start_server(tmp_path, _config(tmp_path, upstream))  # on another port: a new owner
     try:
-        resp = httpx.post(
-            restarted.base_url + "/api/v1/llm/responses/replay", headers={**restarted.headers, "Idempotency-Key": idem}
-        )
+        deadline = time.monotonic() + 6  # the dead one's 1.5 s lease, a sweep, a loaded machine's slack
+        while True:
+            resp = httpx.post(
+                restarted.base_url + "/api/v1/llm/responses/replay",
+                headers={**restarted.headers, "Idempotency-Key": idem},
+            )
+            if resp.status_code != 409 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
         assert resp.status_code == 502
         body = resp.json()
         assert body["status"] == "interrupted" and body["error"]["code"] == "interrupted"
