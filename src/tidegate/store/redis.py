@@ -1,4 +1,4 @@
-"""Redis store (`redis://host:port/db?prefix=tidegate:&retention_hours=24`), shared by many gateway processes.
+"""Redis store (`redis://host:port/db?prefix=tidegate:&retention_hours=24&max_connections=64`), shared by many gateways.
 
 Layout, every key under `prefix` (default `tidegate:`):
 - `key:{id}` hash (each field JSON-encoded), `keyhash:{secret_hash}` -> id, `keys` zset of ids by created_at.
@@ -34,6 +34,8 @@ from . import logpack
 from .base import INTERRUPTED_ERROR, ApiKey, BeginResult, GenerationRecord, LogRun, LogTail, Usage, usage_dict
 
 DEFAULT_PREFIX = "tidegate:"
+DEFAULT_MAX_CONNECTIONS = 64  # per gateway process, for commands (`?max_connections=N` in the URL)
+_MAX_FOLLOWERS = 1000  # live followers (resume/replay of a generation another instance runs) at once
 _GEN_FIELDS = tuple(f.name for f in fields(GenerationRecord))
 _KEY_FIELDS = ("id", "name", "secret_hash", "created_at", "credits", "spent", "revoked")
 _IN_PROGRESS = b'"in_progress"'
@@ -222,7 +224,7 @@ def _split_url(url: str) -> tuple[str, dict[str, str]]:
     ours: dict[str, str] = {}
     rest: list[tuple[str, str]] = []
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        if name in ("prefix", "retention_hours"):
+        if name in ("prefix", "retention_hours", "max_connections"):
             ours[name] = value
         else:
             rest.append((name, value))
@@ -272,7 +274,9 @@ class RedisStore:
         self.prefix = prefix if prefix is not None else params.get("prefix", DEFAULT_PREFIX)
         hours = retention_hours if retention_hours is not None else float(params.get("retention_hours", 0) or 0)
         self._ttl_ms = int(hours * 3_600_000)  # 0: no expiry, `prune` forgets old keys
+        self._max_connections = int(params.get("max_connections", 0) or DEFAULT_MAX_CONNECTIONS)
         self._r: aioredis.Redis | None = None
+        self._sub: aioredis.Redis | None = None
         self._scripts: dict[str, AsyncScript] = {}
 
     def _k(self, *parts: str) -> str:
@@ -293,7 +297,17 @@ class RedisStore:
     async def open(self) -> None:
         if self._r is not None:
             return
-        self._r = aioredis.Redis.from_url(self.url, socket_connect_timeout=5, socket_timeout=30)
+        # A blocking pool: at hundreds of streams starting at once, a command waits (up to 10 s) for
+        # one of `max_connections` connections instead of failing (redis-py's default pool raises
+        # past 100). Followers' subscriptions hold a connection each for as long as they follow: a
+        # pool of their own, so they never take the commands' connections.
+        pool = aioredis.BlockingConnectionPool.from_url(
+            self.url, max_connections=self._max_connections, timeout=10, socket_connect_timeout=5, socket_timeout=30
+        )
+        self._r = aioredis.Redis(connection_pool=pool)
+        self._sub = aioredis.Redis.from_url(
+            self.url, max_connections=_MAX_FOLLOWERS, socket_connect_timeout=5, socket_timeout=None
+        )
         sources = {
             "create_key": _CREATE_KEY,
             "scan_keys": _SCAN_KEYS,
@@ -312,7 +326,12 @@ class RedisStore:
     async def close(self) -> None:
         if self._r is not None:
             await self._r.aclose()
+            await self._r.connection_pool.disconnect()
             self._r = None
+        if self._sub is not None:
+            await self._sub.aclose()
+            await self._sub.connection_pool.disconnect()
+            self._sub = None
 
     async def ping(self) -> bool:
         try:
@@ -466,7 +485,9 @@ class RedisStore:
     async def follow(self, generation_id: str) -> AsyncIterator[LogTail]:
         """Pushed: every append and outcome publishes on `tail:{id}` (in the same script), and a
         follower subscribed before its first read wakes on it."""
-        pubsub = self._redis.pubsub()
+        if self._sub is None:
+            raise RuntimeError("the Redis store is not open")
+        pubsub = self._sub.pubsub()
         await pubsub.subscribe(self._k("tail", generation_id))
         try:
             yield _PubSubTail(pubsub)
