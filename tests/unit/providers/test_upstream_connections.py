@@ -15,9 +15,13 @@ import pytest
 import trustme
 
 from forward_proxy import PASSWORD, ForwardProxy
+from tidegate.config import parse_config
 from tidegate.errors import ProviderFailure
+from tidegate.gateway.router import build_provider
 from tidegate.providers.connect import ConnectFailed
+from tidegate.providers.embeddings import build_embedding_provider
 from tidegate.providers.http_client import HttpClient, HttpResponse
+from tidegate.providers.images import build_image_provider
 from tidegate.providers.transport import UpstreamHttpRequest, send_request
 from tidegate.providers.upstream import Upstream, no_proxy_matches
 
@@ -62,7 +66,7 @@ async def read_all(response: HttpResponse) -> bytes:
 
 
 @dataclass
-class Upstream_:
+class Served:
     """An upstream on loopback (TLS when given a context) answering every request with `body`."""
 
     port: int = 0
@@ -90,11 +94,11 @@ class Upstream_:
 
 
 @pytest.fixture
-async def upstream() -> AsyncIterator[Callable[..., Awaitable[Upstream_]]]:
+async def upstream() -> AsyncIterator[Callable[..., Awaitable[Served]]]:
     servers: list[asyncio.base_events.Server] = []
 
-    async def start(tls: ssl.SSLContext | None = None) -> Upstream_:
-        u = Upstream_()
+    async def start(tls: ssl.SSLContext | None = None) -> Served:
+        u = Served()
         server = await asyncio.start_server(u.serve, "127.0.0.1", 0, ssl=tls)
         u.port = server.sockets[0].getsockname()[1]
         servers.append(server)
@@ -118,7 +122,7 @@ def server_tls(ca: trustme.CA, *names: str, client_ca: trustme.CA | None = None)
 
 
 async def test_https_goes_through_a_connect_tunnel_with_tls_for_the_upstream_inside(
-    proxy: ForwardProxy, ca: trustme.CA, ca_file: str, upstream: Callable[..., Awaitable[Upstream_]]
+    proxy: ForwardProxy, ca: trustme.CA, ca_file: str, upstream: Callable[..., Awaitable[Served]]
 ) -> None:
     u = await upstream(server_tls(ca, "localhost"))  # the certificate names the upstream, not the proxy
     client = HttpClient(5.0, Upstream(name="p1", proxy=proxy.url, ca_file=ca_file))
@@ -132,7 +136,7 @@ async def test_https_goes_through_a_connect_tunnel_with_tls_for_the_upstream_ins
 
 
 async def test_http_goes_to_the_proxy_as_absolute_form_requests_with_proxy_auth(
-    proxy: ForwardProxy, upstream: Callable[..., Awaitable[Upstream_]]
+    proxy: ForwardProxy, upstream: Callable[..., Awaitable[Served]]
 ) -> None:
     u = await upstream()
     client = HttpClient(5.0, Upstream(proxy=proxy.url))
@@ -148,7 +152,7 @@ async def test_the_environment_proxy_is_used_and_no_proxy_bypasses_it(
     proxy: ForwardProxy,
     ca: trustme.CA,
     ca_file: str,
-    upstream: Callable[..., Awaitable[Upstream_]],
+    upstream: Callable[..., Awaitable[Served]],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     u = await upstream(server_tls(ca, "localhost"))
@@ -214,7 +218,7 @@ async def test_a_proxy_refusing_connect_is_a_connect_failure_with_its_status_and
 
 
 async def test_a_wrong_ca_is_a_tls_failure_and_verify_false_accepts_it(
-    ca_file: str, upstream: Callable[..., Awaitable[Upstream_]], tmp_path: Path
+    ca_file: str, upstream: Callable[..., Awaitable[Served]], tmp_path: Path
 ) -> None:
     other = trustme.CA()
     u = await upstream(server_tls(other, "localhost"))
@@ -235,7 +239,7 @@ async def test_a_wrong_ca_is_a_tls_failure_and_verify_false_accepts_it(
 
 
 async def test_mtls_without_a_client_certificate_fails_and_with_one_succeeds(
-    ca: trustme.CA, ca_file: str, upstream: Callable[..., Awaitable[Upstream_]], tmp_path: Path, proxy: ForwardProxy
+    ca: trustme.CA, ca_file: str, upstream: Callable[..., Awaitable[Served]], tmp_path: Path, proxy: ForwardProxy
 ) -> None:
     client_ca = trustme.CA()
     u = await upstream(server_tls(ca, "localhost", client_ca=client_ca))
@@ -319,6 +323,29 @@ async def test_a_request_waiting_beyond_the_connect_timeout_fails_and_a_freed_sl
     assert connections[0] == 2 and client.open_connections == 1
     await client.aclose()
     server.close()
+
+
+def test_every_http_kind_connects_with_its_providers_options() -> None:
+    """Chat (every HTTP kind), embeddings and images: one client, built from the provider's options."""
+    opts = {"max_connections": 7, "pool_idle_timeout_s": 2.5, "proxy": "http://u:pw@proxy.example:3128"}
+    config = parse_config(
+        {
+            "server": {"connect_timeout_s": 3.0},
+            "providers": {
+                "o": {"kind": "openai", "base_url": "https://api.example/v1", **opts},
+                "a": {"kind": "anthropic", **opts},
+                "b": {"kind": "bedrock", "region": "us-east-1", **opts},
+                "v": {"kind": "vertex", "region": "us-central1", "project": "p", "access_token_env": "T", **opts},
+            },
+        }
+    )
+    clients = [build_provider(p, 3.0).client for p in config.providers.values()]
+    clients += [build_embedding_provider(config.providers[n], 3.0)._http.client for n in ("o", "b", "v")]  # type: ignore[attr-defined]
+    clients.append(build_image_provider(config.providers["o"], config.server).client)
+    for client in clients:
+        assert client.upstream.max_connections == 7 and client.upstream.pool_idle_timeout_s == 2.5
+        assert client.upstream.proxy == opts["proxy"] and client.upstream.connect_timeout_s == 3.0
+        assert "pw" not in repr(client.upstream)
 
 
 def p1_client(ca_file: str) -> HttpClient:
