@@ -115,7 +115,8 @@ class Connector:
                     return await self._via_proxy(factory, proxy)
                 return await self._tunnel(factory, proxy, host, port)
         except TimeoutError:
-            raise ConnectFailed(f"no connection to {host}:{port} within {self.timeout_s:g} s") from None
+            via = f" through proxy {proxy.shown}" if proxy is not None else ""
+            raise ConnectFailed(f"no connection to {host}:{port}{via} within {self.timeout_s:g} s") from None
 
     async def _via_proxy(self, factory: Callable[[], P], proxy: Proxy) -> tuple[asyncio.Transport, P]:
         try:

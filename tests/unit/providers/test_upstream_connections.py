@@ -214,6 +214,52 @@ async def test_a_proxy_refusing_connect_is_a_connect_failure_with_its_status_and
         assert PASSWORD not in failure.message and "proxyuser" not in failure.message and "sk-" not in failure.message
 
 
+async def test_a_proxy_that_closes_answers_garbage_or_stays_silent_fails_within_the_connect_timeout(
+    ca_file: str,
+) -> None:
+    async def closes(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+
+    async def garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")
+
+    async def bad_gateway(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()
+
+    cases = [
+        (closes, "closed the connection without answering CONNECT"),
+        (garbage, "its answer to CONNECT is not HTTP"),
+        (bad_gateway, "refused CONNECT to localhost:9: 502 Bad Gateway"),
+        (silent, r"no connection to localhost:9 through proxy 127\.0\.0\.1:\d+ within 0\.3 s"),
+    ]
+    for handler, message in cases:
+        server = await asyncio.start_server(handler, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = HttpClient(0.3, Upstream(connect_timeout_s=0.3, proxy=f"http://127.0.0.1:{port}", ca_file=ca_file))
+        t0 = time.monotonic()
+        with pytest.raises(ConnectFailed, match=message):
+            await client.request("POST", "https://localhost:9/x", {}, b"")
+        assert time.monotonic() - t0 < 1.5
+        server.close()
+
+
+async def test_an_unsupported_proxy_scheme_in_the_environment_is_a_clear_failure_without_its_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "socks5://u:s3cret@proxy.example:1080")
+    client = HttpClient(1.0, Upstream(name="p1"))
+    with pytest.raises(ProviderFailure) as info:
+        await send_request(client, UpstreamHttpRequest("POST", "https://api.example/v1/x", {}, b""))
+    assert "provider p1" in info.value.message and "'socks5' is not supported" in info.value.message
+    assert "s3cret" not in info.value.message and info.value.retriable
+
+
 # -- TLS per provider ----------------------------------------------------------------------------------
 
 
