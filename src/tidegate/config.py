@@ -7,11 +7,13 @@ Secrets never live in the file: providers name environment variables (`api_key_e
 from __future__ import annotations
 
 import os
+import ssl
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .errors import ConfigError
 
@@ -57,6 +59,14 @@ class ProviderConfig:
     model_path: str | None = None
     n_ctx: int = 2048
     n_threads: int | None = None
+    # how the HTTP kinds connect (CONTRACT §15; `providers/upstream.py`)
+    proxy: str | bool | None = field(default=None, repr=False)  # None: the environment; may hold credentials
+    ca_file: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
+    verify: bool = True
+    max_connections: int = 100
+    pool_idle_timeout_s: float = 15.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,7 +222,69 @@ def _parse_provider(name: str, raw: dict[str, Any]) -> ProviderConfig:
         values["n_ctx"] = int(_positive(f"{where}.n_ctx", raw["n_ctx"]))
     if "n_threads" in raw:
         values["n_threads"] = int(_positive(f"{where}.n_threads", raw["n_threads"]))
+    values.update(_connection_options(where, raw))
     return ProviderConfig(name=name, kind=kind, **values)
+
+
+def _connection_options(where: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """`proxy`, `ca_file`, `client_cert`, `client_key`, `verify`, `max_connections`, `pool_idle_timeout_s`:
+    files are loaded here once so that a bad one is a config error naming its key, not a failed request."""
+    values: dict[str, Any] = {}
+    if "proxy" in raw:
+        proxy = raw["proxy"]
+        if proxy is not False and not isinstance(proxy, str):
+            raise ConfigError(f'{where}.proxy: expected "http://host:port" or false, got {proxy!r}')
+        if isinstance(proxy, str):
+            values["proxy"] = _proxy_url(f"{where}.proxy", proxy)
+        else:
+            values["proxy"] = False
+    for key in ("ca_file", "client_cert", "client_key"):
+        if key in raw:
+            path = str(_typed(f"{where}.{key}", raw[key], str, "a path"))
+            if not Path(path).is_file():
+                raise ConfigError(f"{where}.{key}: no such file: {path}")
+            values[key] = path
+    if "client_key" in values and "client_cert" not in values:
+        raise ConfigError(f"{where}.client_key: needs client_cert (the certificate it belongs to)")
+    if "verify" in raw:
+        values["verify"] = bool(_typed(f"{where}.verify", raw["verify"], bool, "true or false"))
+    if "max_connections" in raw:
+        count = _typed(f"{where}.max_connections", raw["max_connections"], int, "an integer")
+        if count < 1:
+            raise ConfigError(f"{where}.max_connections: must be >= 1, got {count}")
+        values["max_connections"] = int(count)
+    if "pool_idle_timeout_s" in raw:
+        values["pool_idle_timeout_s"] = _positive(f"{where}.pool_idle_timeout_s", raw["pool_idle_timeout_s"])
+    if "ca_file" in values:
+        try:
+            ssl.create_default_context(cafile=values["ca_file"])
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(f"{where}.ca_file: not a PEM certificate bundle ({type(exc).__name__})") from None
+    if "client_cert" in values:
+        try:
+            ssl.create_default_context().load_cert_chain(values["client_cert"], values.get("client_key"))
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(
+                f"{where}.client_cert: the certificate and its key do not load ({type(exc).__name__}: a PEM "
+                "certificate, with its unencrypted key in client_key or in the same file)"
+            ) from None
+    return values
+
+
+def _proxy_url(where: str, url: str) -> str:
+    """An `http://[user:pass@]host[:port]` proxy URL; the message never repeats it (it may hold a password)."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "http":
+        raise ConfigError(f'{where}: must start with http:// (an HTTP proxy; "https://" proxies are not supported)')
+    try:
+        parts.port  # noqa: B018 (validates the port)
+    except ValueError:
+        raise ConfigError(f"{where}: the port is not a number 0-65535") from None
+    if not parts.hostname:
+        raise ConfigError(f"{where}: has no host")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ConfigError(f"{where}: must be http://host:port (no path)")
+    return url
 
 
 def _parse_model(model_id: str, raw: dict[str, Any], providers: dict[str, ProviderConfig]) -> ModelConfig:

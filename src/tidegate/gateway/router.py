@@ -57,9 +57,16 @@ class Router:
         """Build every HTTP chat provider now, at startup, and the TLS context they share: importing a
         provider module or loading the trust store on the first request stalled every stream on the
         loop (~0.3 s with aiohttp). The local model stays lazy (it loads its weights when first
-        asked). A provider that cannot be built stays lazy too: its requests get the error, as before."""
+        asked). A provider that cannot be built stays lazy too: its requests get the error, as before.
+        A provider with `verify = false` is named in a warning here, once per start."""
         built = False
         for name, provider in self.config.providers.items():
+            if not provider.verify and provider.kind != "local":
+                log.warning(
+                    "provider %s: verify = false: the TLS certificates of its upstream are NOT checked; anyone "
+                    "on the path can read and change its traffic, API keys included",
+                    name,
+                )
             if provider.kind in HTTP_CHAT_KINDS:
                 try:
                     self.provider(name)

@@ -317,4 +317,4 @@ class AnthropicAdapter:
 
 
 def anthropic_provider(config: ProviderConfig, connect_timeout_s: float = 10.0) -> HttpProvider:
-    return HttpProvider(config.name, config.kind, AnthropicAdapter(config), connect_timeout_s)
+    return HttpProvider(config.name, config.kind, AnthropicAdapter(config), connect_timeout_s, config)

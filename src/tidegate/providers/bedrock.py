@@ -194,4 +194,4 @@ class BedrockAdapter:
 
 
 def bedrock_provider(config: ProviderConfig, connect_timeout_s: float = 10.0) -> HttpProvider:
-    return HttpProvider(config.name, config.kind, BedrockAdapter(config), connect_timeout_s)
+    return HttpProvider(config.name, config.kind, BedrockAdapter(config), connect_timeout_s, config)

@@ -4,9 +4,12 @@
 did), tries the addresses with RFC 8305-style staggering (families interleaved; the next attempt
 starts when the previous one fails or after `STAGGER_S`, so an unreachable IPv6 address never
 costs the whole timeout); an attempt is the loop's own connect to the numeric address plus, for
-`https`, the TLS handshake. The whole open (resolution, connect, handshake) is bounded by the
-connect timeout; every failure is one `ConnectFailed` saying what went wrong, never a secret.
-Attempt tasks are owned here: the losers are cancelled or closed before `open` returns.
+`https`, the TLS handshake. Through an HTTP proxy (`upstream.Proxy`), the connection goes to the
+proxy instead: as it is for an `http` upstream (the client then writes absolute-form requests), or,
+for `https`, tunnelled with `CONNECT` and TLS with the upstream inside the tunnel (SNI and
+verification for the upstream's name). The whole open (resolution, connect, proxy, handshake) is
+bounded by the connect timeout; every failure is one `ConnectFailed` saying what went wrong, never
+a secret. Attempt tasks are owned here: the losers are cancelled or closed before `open` returns.
 """
 
 from __future__ import annotations
@@ -16,17 +19,21 @@ import socket
 import ssl
 import time
 from collections.abc import Callable
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+if TYPE_CHECKING:
+    from .upstream import Proxy
 
 DNS_TTL_S: Final = 300.0
 STAGGER_S: Final = 0.25
+MAX_PROXY_HEAD: Final = 16 * 1024
 
 P = TypeVar("P", bound=asyncio.Protocol)
 _Address = tuple[int, Any]  # (family, sockaddr)
 
 
 class ConnectFailed(OSError):
-    """The upstream could not be reached: resolution, connect, TLS or the connect timeout."""
+    """The upstream could not be reached: resolution, connect, TLS, the proxy or the connect timeout."""
 
 
 _TLS: ssl.SSLContext | None = None
@@ -61,21 +68,101 @@ def interleave(infos: list[tuple[Any, ...]]) -> list[_Address]:
     return out
 
 
+class _ProxyAnswer(asyncio.Protocol):
+    """Reads a proxy's answer to `CONNECT` (its head only; a tunnel's first bytes are the client's)."""
+
+    def __init__(self) -> None:
+        self.head = asyncio.get_running_loop().create_future()
+        self._buffer = b""
+
+    def data_received(self, data: bytes) -> None:
+        if self.head.done():
+            return
+        self._buffer += data
+        end = self._buffer.find(b"\r\n\r\n")
+        if end != -1:
+            self.head.set_result(self._buffer[:end])
+        elif len(self._buffer) > MAX_PROXY_HEAD:
+            self.head.set_exception(ConnectFailed("the proxy's answer to CONNECT is not HTTP"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.head.done():
+            self.head.set_exception(ConnectFailed("the proxy closed the connection without answering CONNECT"))
+
+
+def _authority(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 class Connector:
-    """One per HTTP client: its resolution cache and connect timeout."""
+    """One per HTTP client: its resolution cache, connect timeout and TLS context."""
 
-    __slots__ = ("_dns", "timeout_s")
+    __slots__ = ("_dns", "_ssl", "timeout_s")
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, ssl_context: ssl.SSLContext | None = None) -> None:
         self.timeout_s = timeout_s
+        self._ssl = ssl_context  # None: the shared system context, built when first needed
         self._dns: dict[tuple[str, int], tuple[float, list[_Address]]] = {}
 
-    async def open(self, factory: Callable[[], P], host: str, port: int, tls: bool) -> tuple[asyncio.Transport, P]:
+    async def open(
+        self, factory: Callable[[], P], host: str, port: int, tls: bool, proxy: Proxy | None = None
+    ) -> tuple[asyncio.Transport, P]:
         try:
             async with asyncio.timeout(self.timeout_s):
-                return await self._connect(factory, host, port, tls)
+                if proxy is None:
+                    return await self._connect(factory, host, port, tls)
+                if not tls:
+                    return await self._via_proxy(factory, proxy)
+                return await self._tunnel(factory, proxy, host, port)
         except TimeoutError:
-            raise ConnectFailed(f"no connection to {host}:{port} within {self.timeout_s:g} s") from None
+            via = f" through proxy {proxy.shown}" if proxy is not None else ""
+            raise ConnectFailed(f"no connection to {host}:{port}{via} within {self.timeout_s:g} s") from None
+
+    async def _via_proxy(self, factory: Callable[[], P], proxy: Proxy) -> tuple[asyncio.Transport, P]:
+        try:
+            return await self._connect(factory, proxy.host, proxy.port, False)
+        except ConnectFailed as exc:
+            raise ConnectFailed(f"proxy {proxy.shown}: {exc}") from None
+
+    async def _tunnel(
+        self, factory: Callable[[], P], proxy: Proxy, host: str, port: int
+    ) -> tuple[asyncio.Transport, P]:
+        """`CONNECT host:port` through the proxy, then TLS with the upstream inside the tunnel."""
+        raw, answer = await self._via_proxy(_ProxyAnswer, proxy)
+        try:
+            target = _authority(host, port)
+            lines = [f"CONNECT {target} HTTP/1.1", f"Host: {target}"]
+            if proxy.authorization is not None:
+                lines.append(f"Proxy-Authorization: {proxy.authorization}")
+            raw.write(("\r\n".join(lines) + "\r\n\r\n").encode("utf-8"))
+            try:
+                head = await answer.head
+            except ConnectFailed as exc:
+                raise ConnectFailed(f"proxy {proxy.shown}: {exc}") from None
+            status_line = head.split(b"\r\n", 1)[0].decode("latin-1")
+            parts = status_line.split(" ", 2)
+            if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+                raise ConnectFailed(f"proxy {proxy.shown}: its answer to CONNECT is not HTTP")
+            if not 200 <= int(parts[1]) < 300:
+                reason = parts[2][:80] if len(parts) > 2 else ""
+                raise ConnectFailed(f"proxy {proxy.shown} refused CONNECT to {target}: {parts[1]} {reason}".rstrip())
+            protocol = factory()
+            loop = asyncio.get_running_loop()
+            try:
+                context = self._ssl or tls_context()
+                transport = await loop.start_tls(raw, protocol, context, server_hostname=host)
+            except ssl.SSLCertVerificationError as exc:
+                raise ConnectFailed(f"TLS with {host}: {exc.verify_message or 'certificate not trusted'}") from None
+            except ssl.SSLError as exc:
+                raise ConnectFailed(f"TLS with {host} failed ({exc.reason or type(exc).__name__})") from None
+            except ConnectionError as exc:
+                raise ConnectFailed(f"TLS with {host} failed ({_describe(exc)})") from None
+            assert transport is not None
+            protocol.connection_made(transport)  # start_tls hands the protocol its transport, not this call
+            return transport, protocol
+        except BaseException:
+            raw.abort()
+            raise
 
     async def _resolve(self, host: str, port: int) -> list[_Address]:
         now = time.monotonic()
@@ -105,7 +192,8 @@ class Connector:
             while winner is None and (pending or any(not t.done() for t in attempts)):
                 if pending:
                     family, sockaddr = pending.pop(0)
-                    attempts.append(asyncio.ensure_future(_attempt(factory, family, sockaddr, host, tls)))
+                    context = (self._ssl or tls_context()) if tls else None
+                    attempts.append(asyncio.ensure_future(_attempt(factory, family, sockaddr, host, context)))
                 running = [t for t in attempts if not t.done()]
                 done, _ = await asyncio.wait(
                     running, timeout=STAGGER_S if pending else None, return_when=asyncio.FIRST_COMPLETED
@@ -133,7 +221,7 @@ class Connector:
 
 
 async def _attempt(
-    factory: Callable[[], P], family: int, sockaddr: Any, host: str, tls: bool
+    factory: Callable[[], P], family: int, sockaddr: Any, host: str, context: ssl.SSLContext | None
 ) -> tuple[asyncio.Transport, P]:
     """One address: TCP (the loop's own connect on the numeric address: no socket object in Python,
     ~2.5x less CPU on uvloop than `sock_connect`), then TLS for `https`."""
@@ -145,8 +233,8 @@ async def _attempt(
             sockaddr[1],
             family=family,
             proto=socket.IPPROTO_TCP,
-            ssl=tls_context() if tls else None,
-            server_hostname=host if tls else None,
+            ssl=context,
+            server_hostname=host if context is not None else None,
         )
     except ssl.SSLCertVerificationError as exc:
         raise ConnectFailed(f"TLS with {host}: {exc.verify_message or 'certificate not trusted'}") from None

@@ -18,8 +18,15 @@ import orjson
 from ..config import ProviderConfig
 from ..errors import NoProviderAvailable, ProviderFailure
 from .embeddings import EmbeddingInputs, EmbeddingProvider, EmbeddingResult, unsupported
-from .http_client import HttpClient, UpstreamHttpError
-from .transport import MAX_ERROR_BODY, UpstreamHttpRequest, default_failure, sanitize, send_request
+from .http_client import UpstreamHttpError
+from .transport import (
+    MAX_ERROR_BODY,
+    UpstreamHttpRequest,
+    default_failure,
+    http_client_for,
+    sanitize,
+    send_request,
+)
 from .vertex import vertex_base_url
 
 MAX_RESPONSE_BODY = 256 * 1024 * 1024
@@ -59,9 +66,9 @@ def map_embedding_error(provider: str, status: int, headers: dict[str, str], bod
 
 
 class _EmbeddingHttp:
-    def __init__(self, name: str, connect_timeout_s: float) -> None:
-        self.name = name
-        self.client = HttpClient(connect_timeout_s)
+    def __init__(self, config: ProviderConfig, connect_timeout_s: float) -> None:
+        self.name = config.name
+        self.client = http_client_for(config.name, connect_timeout_s, config)
 
     async def post(self, url: str, headers: dict[str, str], body: bytes) -> tuple[dict[str, str], bytes]:
         """POST; returns (lower-cased headers, body) of a 2xx answer, else raises `ProviderFailure`."""
@@ -127,7 +134,7 @@ class OpenAIEmbeddingProvider:
     def __init__(self, config: ProviderConfig, connect_timeout_s: float) -> None:
         self.name = config.name
         self._config = config
-        self._http = _EmbeddingHttp(config.name, connect_timeout_s)
+        self._http = _EmbeddingHttp(config, connect_timeout_s)
 
     async def embed(self, inputs: EmbeddingInputs, served_model: str, dimensions: int | None) -> EmbeddingResult:
         body = dict(inputs.raw_body)
@@ -200,7 +207,7 @@ class BedrockEmbeddingProvider:
         self._config = config
         self._region = config.region or "us-east-1"
         self._endpoint = config.endpoint_url or f"https://bedrock-runtime.{self._region}.amazonaws.com"
-        self._http = _EmbeddingHttp(config.name, connect_timeout_s)
+        self._http = _EmbeddingHttp(config, connect_timeout_s)
         self._credentials: Any = None
 
     async def _creds(self) -> Any:
@@ -309,7 +316,7 @@ class VertexEmbeddingProvider:
         self._config = config
         self._region = config.region or "us-central1"
         self._base = config.base_url or vertex_base_url(self._region)
-        self._http = _EmbeddingHttp(config.name, connect_timeout_s)
+        self._http = _EmbeddingHttp(config, connect_timeout_s)
         self._adc: Any = None
         self._adc_project: str | None = None
 

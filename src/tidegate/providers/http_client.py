@@ -14,8 +14,14 @@ rely on (`gateway/cancel.py`). A connection goes back to its pool only when its 
 the end and the upstream allows keep-alive; a response closed early closes its connection, which
 is how an upstream learns that the generation should stop. A `POST` is never retried on another
 connection (RFC 9112 §9.3.1): a failure before the answer is a `ConnectFailed` for the caller's
-fallback. Connections idle for longer than `IDLE_TIMEOUT_S` are closed, as aiohttp's keep-alive
-timeout did.
+fallback. Connections idle for longer than the provider's `pool_idle_timeout_s` are closed, as
+aiohttp's keep-alive timeout did.
+
+How a provider reaches its upstream (`upstream.Upstream`: proxy, TLS context, `max_connections`) is
+decided when its client is built, and the proxy once per origin (cached with the origin): a request
+pays one attribute test for it, and the limit is looked at only when a new connection is needed.
+At `max_connections` open (idle, busy or connecting), a request that finds no idle connection
+waits for one to come free, for at most the connect timeout, then fails as `ConnectFailed`.
 """
 
 from __future__ import annotations
@@ -24,14 +30,15 @@ import asyncio
 import base64
 import re
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Final
 from urllib.parse import quote, unquote, urlsplit
 
 from .connect import ConnectFailed, Connector
 from .http_connection import READ_HIGH_WATER, Connection, UpstreamDisconnected, UpstreamHttpError
+from .upstream import Proxy, Upstream
 
-IDLE_TIMEOUT_S: Final = 15.0
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _PATH_SAFE: Final = "/:@!$&'()*+,;=-._~%"
 _QUERY_SAFE: Final = _PATH_SAFE + "?"
@@ -49,9 +56,9 @@ __all__ = [
 class _Origin:
     """Where a URL points, parsed once per URL string."""
 
-    __slots__ = ("authorization", "host", "host_header", "key", "port", "target", "tls")
+    __slots__ = ("authorization", "host", "host_header", "key", "port", "proxy", "proxy_authorization", "target", "tls")
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, upstream: Upstream | None = None, proxies: dict[str, str] | None = None) -> None:
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
         if scheme not in _DEFAULT_PORTS:
@@ -74,6 +81,11 @@ class _Origin:
         if parts.username is not None:
             pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}".encode()
             self.authorization = "Basic " + base64.b64encode(pair).decode()
+        self.proxy: Proxy | None = upstream.proxy_for(scheme, host, port, proxies) if upstream and proxies else None
+        self.proxy_authorization: str | None = None
+        if self.proxy is not None and not self.tls:  # an http upstream through the proxy: absolute-form
+            self.target = f"http://{self.host_header}{target}"
+            self.proxy_authorization = self.proxy.authorization
 
 
 _NOT_IN_NAME: Final = re.compile("[ \t\r\n:]")
@@ -84,9 +96,9 @@ def _check_header(name: str, value: str) -> None:
         raise ValueError(f"header {name[:40]!r} has a character HTTP does not allow there")
 
 
-def _fresh(conn: Connection, now: float) -> bool:
+def _fresh(conn: Connection, now: float, idle_timeout_s: float) -> bool:
     """An idle connection that may carry the next request."""
-    return conn.reusable and now - conn.idle_since < IDLE_TIMEOUT_S
+    return conn.reusable and now - conn.idle_since < idle_timeout_s
 
 
 class HttpResponse:
@@ -202,10 +214,20 @@ class HttpResponse:
 
 class HttpClient:
     """One per provider: idle keep-alive connections per origin, and every connection it opened
-    (closed by `aclose`)."""
+    (closed by `aclose`). `upstream` (default: the proxy environment, the system trust store) says
+    how it connects; without it `connect_timeout_s` bounds the connect."""
 
-    def __init__(self, connect_timeout_s: float = 10.0) -> None:
-        self._connector = Connector(connect_timeout_s)
+    def __init__(self, connect_timeout_s: float = 10.0, upstream: Upstream | None = None) -> None:
+        if upstream is None:
+            upstream = Upstream(connect_timeout_s=connect_timeout_s)
+        self.upstream = upstream
+        self.name = upstream.name
+        self._connector = Connector(upstream.connect_timeout_s, upstream.ssl_context())
+        self._proxies = upstream.proxies()  # the environment, read once
+        self._idle_timeout_s = upstream.pool_idle_timeout_s
+        self._max = upstream.max_connections
+        self._connecting = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()  # requests waiting for a connection slot
         self._idle: dict[tuple[str, str, int], list[Connection]] = {}
         self._open: set[Connection] = set()
         self._origins: dict[str, _Origin] = {}
@@ -214,7 +236,7 @@ class HttpClient:
     def _origin(self, url: str) -> _Origin:
         origin = self._origins.get(url)
         if origin is None:
-            origin = _Origin(url)
+            origin = _Origin(url, self.upstream, self._proxies)
             if len(self._origins) > 256:  # URLs come from the config; a backstop against unbounded growth
                 self._origins.clear()
             self._origins[url] = origin
@@ -227,8 +249,7 @@ class HttpClient:
         head = self._head(method, origin, headers, len(body))
         conn = self._idle_connection(origin.key)
         if conn is None:
-            _, conn = await self._connector.open(lambda: Connection(origin.key), origin.host, origin.port, origin.tls)
-            self._open.add(conn)
+            conn = await self._connection(origin)
         conn.begin()
         try:
             assert conn.transport is not None
@@ -243,6 +264,68 @@ class HttpClient:
             self._discard(conn)
             raise
         return HttpResponse(self, conn)
+
+    async def _connection(self, origin: _Origin) -> Connection:
+        """An idle connection that came free while waiting, or a new one once a slot is free."""
+        if len(self._open) + self._connecting >= self._max:
+            conn = await self._wait_for_slot(origin)
+            if conn is not None:
+                return conn
+        self._connecting += 1
+        try:
+            _, conn = await self._connector.open(
+                lambda: Connection(origin.key), origin.host, origin.port, origin.tls, origin.proxy
+            )
+        except BaseException:
+            self._connecting -= 1
+            self._wake_one()
+            raise
+        self._connecting -= 1
+        self._open.add(conn)
+        return conn
+
+    async def _wait_for_slot(self, origin: _Origin) -> Connection | None:
+        """Wait (within the connect timeout) until this origin has an idle connection (returned) or
+        fewer than `max_connections` are open (None: open one)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._connector.timeout_s
+        while True:
+            for key, idle in self._idle.items():  # an idle connection to another origin gives up its slot
+                if idle:
+                    self._discard(idle.pop(0))  # the longest idle
+                    if not idle:
+                        del self._idle[key]
+                    return None
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._waiters.append(waiter)
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await waiter
+            except BaseException as exc:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_one()  # woken, but leaving anyway: the next waiter gets the turn
+                else:
+                    self._waiters.remove(waiter)
+                if isinstance(exc, TimeoutError):
+                    raise ConnectFailed(
+                        f"all {self._max} connections (max_connections) are busy; none came free within "
+                        f"{self._connector.timeout_s:g} s"
+                    ) from None
+                raise
+            conn = self._idle_connection(origin.key)
+            if conn is not None:
+                return conn
+            if len(self._open) + self._connecting < self._max:
+                return None
+
+    def _wake_one(self) -> None:
+        """A connection slot or an idle connection came free: the longest waiting request looks."""
+        waiters = self._waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
 
     @staticmethod
     def _head(method: str, origin: _Origin, headers: dict[str, str], length: int) -> bytes:
@@ -263,6 +346,8 @@ class HttpClient:
             lines.append("Accept-Encoding: gzip, deflate")
         if "authorization" not in given and origin.authorization is not None:
             lines.append(f"Authorization: {origin.authorization}")
+        if origin.proxy_authorization is not None:
+            lines.append(f"Proxy-Authorization: {origin.proxy_authorization}")
         lines.append("\r\n")
         return "\r\n".join(lines).encode("utf-8")
 
@@ -271,7 +356,7 @@ class HttpClient:
         now = time.monotonic()
         while idle:
             conn = idle.pop()  # the most recently used: the least likely to have been closed
-            if _fresh(conn, now):
+            if _fresh(conn, now, self._idle_timeout_s):
                 return conn
             self._discard(conn)
         return None
@@ -283,12 +368,17 @@ class HttpClient:
             return
         conn.idle_since = time.monotonic()
         self._idle.setdefault(conn.key, []).append(conn)
+        if self._waiters:
+            self._wake_one()
         if self._prune_handle is None:
-            self._prune_handle = asyncio.get_running_loop().call_later(IDLE_TIMEOUT_S, self._prune)
+            self._prune_handle = asyncio.get_running_loop().call_later(self._idle_timeout_s, self._prune)
 
     def _discard(self, conn: Connection) -> None:
         """Close a connection and stop tracking it."""
-        self._open.discard(conn)
+        if conn in self._open:
+            self._open.discard(conn)
+            if self._waiters:
+                self._wake_one()
         conn.abort()
 
     def _prune(self) -> None:
@@ -298,7 +388,7 @@ class HttpClient:
         for key, idle in list(self._idle.items()):
             keep: list[Connection] = []
             for conn in idle:
-                if _fresh(conn, now):
+                if _fresh(conn, now, self._idle_timeout_s):
                     keep.append(conn)
                 else:
                     self._discard(conn)
@@ -307,7 +397,7 @@ class HttpClient:
             else:
                 del self._idle[key]
         if self._idle:
-            self._prune_handle = asyncio.get_running_loop().call_later(IDLE_TIMEOUT_S / 3, self._prune)
+            self._prune_handle = asyncio.get_running_loop().call_later(self._idle_timeout_s / 3, self._prune)
 
     @property
     def open_connections(self) -> int:

@@ -227,4 +227,4 @@ def build_image_provider(config: ProviderConfig, server: ServerConfig) -> HttpPr
             f'provider {config.name!r} (kind {config.kind!r}) serves no images; image models need kind = "openai"'
         )
     adapter = OpenAIImageAdapter(config, server.max_partial_image_bytes, server.max_image_bytes)
-    return HttpProvider(config.name, "openai", adapter, server.connect_timeout_s)
+    return HttpProvider(config.name, "openai", adapter, server.connect_timeout_s, config)

@@ -16,11 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..config import ProviderConfig
 from ..errors import ProviderFailure, retriable_status
 from ..events import Event, Failed
 from ..request import GenerationRequest
 from ..sse import SSEProtocolError
 from .http_client import ConnectFailed, HttpClient, HttpResponse, UpstreamHttpError
+from .upstream import Upstream
 
 MAX_ERROR_BODY = 64 * 1024
 
@@ -112,16 +114,27 @@ async def send_request(client: HttpClient, req: UpstreamHttpRequest) -> HttpResp
         req.sign(req)
     try:
         return await client.request(req.method, req.url, req.headers, req.body)
-    except ConnectFailed as exc:
-        raise ProviderFailure("connect_error", f"could not reach the upstream: {exc}", retriable=True) from None
-    except UpstreamHttpError as exc:
-        raise ProviderFailure("upstream_error", str(exc), retriable=True) from None
-    except OSError as exc:
-        raise ProviderFailure(
-            "connect_error", f"could not reach the upstream ({type(exc).__name__})", retriable=True
-        ) from None
-    except ValueError as exc:  # a URL or header this client cannot send: the provider's config
-        raise ProviderFailure("upstream_error", f"the upstream request cannot be sent: {exc}", retriable=True) from None
+    except (OSError, UpstreamHttpError, ValueError) as exc:
+        raise transport_failure(client.name, exc) from None
+
+
+def transport_failure(provider: str, exc: Exception) -> ProviderFailure:
+    """The one mapping of what can go wrong before an upstream answers to a retriable failure that
+    names the provider: `connect_error` for refused, unresolvable, TLS (verification, handshake,
+    client certificate), proxy (unreachable, CONNECT refused with its status), the connect timeout
+    and `max_connections` exhausted; `upstream_error` for an answer that is not HTTP or a request
+    the provider's config makes unsendable. The messages carry host names, ports and statuses, never
+    a URL's user info or a header."""
+    if isinstance(exc, ConnectFailed):
+        return ProviderFailure("connect_error", f"could not reach provider {provider}: {exc}", retriable=True)
+    if isinstance(exc, UpstreamHttpError):
+        return ProviderFailure("upstream_error", f"provider {provider}: {exc}", retriable=True)
+    if isinstance(exc, OSError):
+        detail = exc.strerror.lower() if exc.strerror else type(exc).__name__
+        return ProviderFailure("connect_error", f"could not reach provider {provider} ({detail})", retriable=True)
+    return ProviderFailure(  # ValueError: a URL or header this client cannot send
+        "upstream_error", f"the request to provider {provider} cannot be sent: {exc}", retriable=True
+    )
 
 
 def default_failure(status: int, headers: dict[str, str], message: str) -> ProviderFailure:
@@ -224,14 +237,29 @@ class HttpStream:
         self._response.close()
 
 
+def http_client_for(name: str, connect_timeout_s: float, config: ProviderConfig | None) -> HttpClient:
+    """The client every HTTP provider kind (chat, embeddings, images) connects with."""
+    if config is None:
+        return HttpClient(connect_timeout_s, Upstream(name=name, connect_timeout_s=connect_timeout_s))
+    return HttpClient(connect_timeout_s, Upstream.for_provider(config, connect_timeout_s))
+
+
 class HttpProvider:
     """A `ChatProvider` for an HTTP upstream, given its pure adapter."""
 
-    def __init__(self, name: str, kind: str, adapter: HttpAdapter, connect_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        adapter: HttpAdapter,
+        connect_timeout_s: float = 10.0,
+        config: ProviderConfig | None = None,
+    ) -> None:
+        """`config`: the provider's connection options (proxy, TLS, pool); without it, the defaults."""
         self.name = name
         self.kind = kind
         self.adapter = adapter
-        self.client = HttpClient(connect_timeout_s)
+        self.client = http_client_for(name, connect_timeout_s, config)
 
     async def send(self, req: UpstreamHttpRequest) -> HttpResponse:
         """Send; a non-2xx answer raises the adapter's `ProviderFailure` (body read and capped)."""

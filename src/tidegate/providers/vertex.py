@@ -155,4 +155,4 @@ class VertexAdapter:
 
 
 def vertex_provider(config: ProviderConfig, connect_timeout_s: float = 10.0) -> HttpProvider:
-    return HttpProvider(config.name, config.kind, VertexAdapter(config), connect_timeout_s)
+    return HttpProvider(config.name, config.kind, VertexAdapter(config), connect_timeout_s, config)

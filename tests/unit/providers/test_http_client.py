@@ -18,6 +18,7 @@ import trustme
 from tidegate.providers import connect, http_client
 from tidegate.providers.connect import ConnectFailed, Connector, interleave
 from tidegate.providers.http_client import HttpClient, UpstreamDisconnected, UpstreamHttpError
+from tidegate.providers.upstream import Upstream
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -397,7 +398,7 @@ async def test_a_read_cancelled_while_waiting_loses_nothing(
 
 
 async def test_connections_closed_by_the_upstream_or_idle_too_long_are_not_reused(
-    scripted: Callable[[Handler], Awaitable[Scripted]], monkeypatch: pytest.MonkeyPatch
+    scripted: Callable[[Handler], Awaitable[Scripted]],
 ) -> None:
     async def closes_after_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await server.read_request(reader)
@@ -405,9 +406,8 @@ async def test_connections_closed_by_the_upstream_or_idle_too_long_are_not_reuse
         await writer.drain()
         # keep-alive was allowed, but the server goes away while the connection is idle
 
-    monkeypatch.setattr(http_client, "IDLE_TIMEOUT_S", 0.15)
     server = await scripted(closes_after_answer)
-    client = HttpClient(5.0)
+    client = HttpClient(5.0, Upstream(pool_idle_timeout_s=0.15))
     for _ in range(3):
         response = await client.request("POST", server.url, {}, b"x")
         assert await read_all(response) == b"ok"
