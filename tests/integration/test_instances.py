@@ -236,12 +236,24 @@ def test_a_resume_on_another_gateway_follows_the_stream_live_to_its_end(store_ur
             first = original.read_events(3)
             last_id = first[2].id
             time.sleep(0.6)
+            # beside it, a streaming replay on B follows the same generation from its start
+            replayed: list[Any] = []
+            replay_headers = {**b.headers, "Idempotency-Key": idem, "Accept": "text/event-stream"}
+            follower = threading.Thread(
+                target=lambda: replayed.append(stream_sse(b.base_url + REPLAY, b"", replay_headers, timeout=30))
+            )
+            follower.start()
             headers = {**b.headers, "Idempotency-Key": idem, "Accept": "text/event-stream", "Last-Event-ID": last_id}
             resumed = stream_sse(b.base_url + NATIVE, body, headers, timeout=30)
             whole = original.read_to_end(timeout=30)
             original.close()
+            follower.join(30)
             assert resumed.status == 200
             assert resumed.events[-1].event == "done"
+            (replay,) = replayed
+            assert replay.status == 200 and replay.events[-1].event == "done"
+            original_done = orjson.loads(next(e for e in original.events if e.event == "done").data)
+            assert orjson.loads(replay.events[-1].data)["output_text"] == original_done["output_text"]
             # byte for byte what the original stream sent after that event
             cut = whole.index(f"id: {last_id}\n".encode())
             tail = whole[cut:].split(b"\n\n", 1)[1]
