@@ -33,6 +33,58 @@ def _split_feed(make: Callable[[], object], data: bytes) -> None:
         pass  # the transport turns it into the stream's failure
 
 
+_KEYS = [
+    "model",
+    "messages",
+    "input",
+    "instructions",
+    "stream",
+    "max_tokens",
+    "max_output_tokens",
+    "tools",
+    "tool_choice",
+    "reasoning",
+    "reasoning_effort",
+    "stop",
+    "n",
+    "metadata",
+    "response_format",
+    "temperature",
+]
+_ROLES = ["user", "assistant", "system", "tool", "developer"]
+
+
+def _shaped_body(data: bytes) -> dict[str, object]:
+    """A request body driven by the input's bytes: the doors' keys with values of every JSON type,
+    messages and items nested a level, so the fuzzer reaches the parsers' branches."""
+    import atheris
+
+    fdp = atheris.FuzzedDataProvider(data)
+
+    def value(depth: int = 0) -> object:
+        kind = fdp.ConsumeIntInRange(0, 7 if depth < 2 else 4)
+        if kind == 0:
+            return None
+        if kind == 1:
+            return fdp.ConsumeBool()
+        if kind == 2:
+            return fdp.ConsumeIntInRange(-(2**40), 2**40)
+        if kind == 3:
+            return fdp.ConsumeUnicodeNoSurrogates(12)
+        if kind == 4:
+            return fdp.ConsumeRegularFloat()
+        if kind == 5:
+            return [value(depth + 1) for _ in range(fdp.ConsumeIntInRange(0, 3))]
+        if kind == 6:
+            return {"role": fdp.PickValueInList(_ROLES), "content": value(depth + 1), "type": value(depth + 1)}
+        return {fdp.PickValueInList(_KEYS): value(depth + 1) for _ in range(fdp.ConsumeIntInRange(0, 3))}
+
+    body: dict[str, object] = {"model": "m"}
+    for _ in range(fdp.ConsumeIntInRange(0, 8)):
+        body[fdp.PickValueInList(_KEYS)] = value()
+    return body
+
+
 def _target(name: str) -> Callable[[bytes], None]:
     from tidegate.config import parse_config
     from tidegate.errors import ConfigError, TidegateError
@@ -59,7 +111,7 @@ def _target(name: str) -> Callable[[bytes], None]:
             try:
                 body = orjson.loads(data)
             except orjson.JSONDecodeError:
-                return  # the door answers 400 before parsing
+                body = _shaped_body(data)  # random bytes are rarely JSON: build a body of the door's keys
             try:
                 parse(body)
             except TidegateError:
