@@ -45,7 +45,7 @@ from ..store.base import (
 )
 from .eventlog import encode_event
 from .flusher import LogFlusher
-from .usage import cost_of, estimate_usage, tokenizer_ready
+from .usage import cost_of, estimate_usage, rough_usage, tokenizer_ready
 
 _log = logging.getLogger("tidegate.recorder")
 
@@ -257,11 +257,30 @@ class Recorder:
         return "".join(self.text)
 
     def final_usage(self) -> UsageReport:
-        """The provider's usage, or an estimate from what was generated so far."""
-        if self.usage is not None:
-            return self.usage
-        self.usage = estimate_usage(self.messages, self.output_text + "".join(self.tool_args), "".join(self.reasoning))
+        """The provider's usage, or an estimate from what was generated so far (`estimate_off_loop`
+        computes it first where it is awaited; this is the fallback in place)."""
+        if self.usage is None:
+            self.usage = self._estimate()
         return self.usage
+
+    def _estimate(self) -> UsageReport:
+        output, reasoning = self.output_text + "".join(self.tool_args), "".join(self.reasoning)
+        try:
+            return estimate_usage(self.messages, output, reasoning)
+        except Exception:  # never a reason for a generation not to end and be billed
+            _log.exception("usage estimation failed for %s; billing ~4 characters a token", self.record.id)
+            return rough_usage(self.messages, output, reasoning)
+
+    async def estimate_off_loop(self) -> None:
+        """When the provider sent no usage: the tokenizer loaded and the estimate counted on a thread
+        (a large prompt takes a good part of a second, which the event loop must not wait for)."""
+        if self.usage is not None:
+            return
+        await tokenizer_ready()
+        if self.usage is None:
+            estimate = await asyncio.to_thread(self._estimate)
+            if self.usage is None:  # the provider's usage may have arrived meanwhile: it wins
+                self.usage = estimate
 
     async def finish(
         self,
@@ -273,33 +292,16 @@ class Recorder:
         error: Failed | dict[str, Any] | None = None,
     ) -> GenerationRecord:
         rec = self.record
-        rec.status = status
-        if provider:
-            rec.provider = provider
-        if served_model:
-            rec.served_model = served_model
-        rec.attempts = attempts
-        rec.output_text = self.output_text
-        rec.finish_reason = self.finish_reason if status == "completed" else (self.finish_reason or "error")
-        if status != "completed" and rec.finish_reason != "error":
-            rec.finish_reason = "error"
-        if self.produced or status == "completed":
-            if self.usage is None:
-                await tokenizer_ready()
-            usage = self.final_usage()
-            rec.usage = Usage(
-                prompt_tokens=usage.prompt,
-                completion_tokens=usage.completion,
-                total_tokens=usage.total,
-                reasoning_tokens=usage.reasoning,
-                cached_tokens=usage.cached,
-            )
-            rec.usage_estimated = usage.estimated
-            rec.cost = round(cost_of(usage, self.pricing), 10)
-        if isinstance(error, Failed):
-            rec.error = {"code": error.code, "message": error.message, "provider": error.provider}
-        elif error is not None:
-            rec.error = error
+        try:
+            await self._outcome(status, provider, served_model, attempts, error)
+        except Exception:  # whatever failed, the generation still ends and its record is final
+            _log.exception("finishing generation %s failed; it is recorded as failed", rec.id)
+            rec.status, rec.finish_reason = "failed", "error"
+            rec.error = {"code": "upstream_error", "message": "the gateway failed to finish this generation"}
+            if self.produced and not rec.cost:
+                usage = rough_usage(self.messages, self.output_text, "".join(self.reasoning))
+                rec.usage = Usage(usage.prompt, usage.completion, usage.total, usage.reasoning, None)
+                rec.usage_estimated, rec.cost = True, round(cost_of(usage, self.pricing), 10)
         rec.duration_ms = round((time.monotonic() - self.started_at) * 1000, 3)
         if self._flusher is not None:
             self._flusher.unregister(self.record.id)
@@ -329,3 +331,40 @@ class Recorder:
         if rec.cost:
             await self.store.add_spend(rec.key_id, rec.cost)
         return rec
+
+    async def _outcome(
+        self,
+        status: str,
+        provider: str | None,
+        served_model: str | None,
+        attempts: int,
+        error: Failed | dict[str, Any] | None,
+    ) -> None:
+        """The record's outcome fields: status, who served, the output, usage and cost, the error."""
+        rec = self.record
+        rec.status = status
+        if provider:
+            rec.provider = provider
+        if served_model:
+            rec.served_model = served_model
+        rec.attempts = attempts
+        rec.output_text = self.output_text
+        rec.finish_reason = self.finish_reason if status == "completed" else (self.finish_reason or "error")
+        if status != "completed" and rec.finish_reason != "error":
+            rec.finish_reason = "error"
+        if self.produced or status == "completed":
+            await self.estimate_off_loop()
+            usage = self.final_usage()
+            rec.usage = Usage(
+                prompt_tokens=usage.prompt,
+                completion_tokens=usage.completion,
+                total_tokens=usage.total,
+                reasoning_tokens=usage.reasoning,
+                cached_tokens=usage.cached,
+            )
+            rec.usage_estimated = usage.estimated
+            rec.cost = round(cost_of(usage, self.pricing), 10)
+        if isinstance(error, Failed):
+            rec.error = {"code": error.code, "message": error.message, "provider": error.provider}
+        elif error is not None:
+            rec.error = error

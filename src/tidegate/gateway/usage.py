@@ -32,11 +32,32 @@ async def tokenizer_ready() -> None:
         await asyncio.to_thread(_get_encoding)
 
 
+# The tokenizer refuses a call of 1,000,000 characters or more, or one whose tokens exceed 200,000
+# (and one character can be several tokens: four bytes of UTF-8, four tokens). Text is counted in
+# pieces well under both, cut at a space near the boundary where there is one, so a few tokens at
+# most per piece are split. Encoding runs at ~10 MB/s here: the 4 MiB a body may hold, or any output
+# a stream produced, costs a bounded fraction of a second, and counting never fails.
+_PIECE_CHARS = 32_768
+_CUT_SEARCH = 256
+
+
 def count_tokens(text: str) -> int:
     """Tokens of `text` under o200k_base (offline; an estimate for non-OpenAI models)."""
     if not text:
         return 0
-    return len(_get_encoding().encode(text, disallowed_special=()))
+    encode = _get_encoding().encode
+    if len(text) <= _PIECE_CHARS:
+        return len(encode(text, disallowed_special=()))
+    total, start, end_of_text = 0, 0, len(text)
+    while start < end_of_text:
+        end = min(end_of_text, start + _PIECE_CHARS)
+        if end < end_of_text:
+            space = text.rfind(" ", end - _CUT_SEARCH, end)
+            if space > start:
+                end = space
+        total += len(encode(text[start:end], disallowed_special=()))
+        start = end
+    return total
 
 
 def _message_text(message: dict[str, Any]) -> str:
@@ -65,6 +86,18 @@ def estimate_usage(messages: list[dict[str, Any]], output_text: str, reasoning_t
     return UsageReport(
         prompt=estimate_prompt_tokens(messages),
         completion=count_tokens(output_text) + reasoning,
+        reasoning=reasoning or None,
+        estimated=True,
+    )
+
+
+def rough_usage(messages: list[dict[str, Any]], output_text: str, reasoning_text: str = "") -> UsageReport:
+    """The estimate of last resort, ~4 characters a token: what is billed if counting ever fails."""
+    prompt = sum(len(_message_text(m)) for m in messages) // 4 + 3 * len(messages) + 3
+    reasoning = len(reasoning_text) // 4
+    return UsageReport(
+        prompt=prompt,
+        completion=len(output_text) // 4 + reasoning,
         reasoning=reasoning or None,
         estimated=True,
     )

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import TidegateError, UpstreamError, UpstreamTimeout
-from ..events import Event, Failed, RawFrame
+from ..events import Event, Failed, FailureCode, RawFrame
 from ..gateway.generation import ExistingGeneration, Generation
 from ..gateway.relay import KEEPALIVE, Committed
-from ..gateway.usage import tokenizer_ready
 from ..request import GenerationRequest
 from ..sse import encode_comment
 from ..store.base import ApiKey
@@ -27,6 +27,8 @@ from .disconnect import DisconnectWatch
 from .http import Request
 from .idempotency import SSE_CONTENT_TYPE, answer_existing, idempotency_key, request_hash, resume_ended
 from .state import AppState
+
+log = logging.getLogger("tidegate.door")
 
 
 class StreamWriter(Protocol):
@@ -110,13 +112,44 @@ async def serve_generation(req: Request, state: AppState, key: ApiKey, spec: Doo
     try:
         async with DisconnectWatch(req, cancel_on_disconnect):
             if streaming:
-                await drive_stream(req, state, gen, spec.make_stream(gen), spec.stream_headers)
+                writer = spec.make_stream(gen)
+                try:
+                    await drive_stream(req, state, gen, writer, spec.stream_headers)
+                except Exception:  # a bug anywhere in finishing: the door's failure ending all the same
+                    log.exception("generation %s: the stream driver failed", gen.id)
+                    await _end_broken(req, gen, writer)
             else:
-                await drive_json(req, gen, spec.make_json(gen))
+                try:
+                    await drive_json(req, gen, spec.make_json(gen))
+                except Exception:
+                    log.exception("generation %s: the JSON driver failed", gen.id)
+                    await _end_broken(req, gen, None)
     finally:
         state.gateway.release(gen.id)
         if not gen.recorder.closed:  # a bug or a cancelled task ended the door early: never leave it running
             await asyncio.shield(gen.fail({"code": "upstream_error", "message": "the gateway ended the request"}))
+
+
+BROKEN = "the gateway failed to finish this answer"
+
+
+async def _end_broken(req: Request, gen: Generation, writer: StreamWriter | None) -> None:
+    """The invariant behind every generation (CONTRACT §16): whatever raised, the record is final
+    and the client gets its door's failure ending (a JSON 502 when nothing was written yet)."""
+    if not gen.recorder.closed:
+        await asyncio.shield(gen.fail({"code": "upstream_error", "message": BROKEN}))
+    try:
+        if not req.started:
+            await req.respond_error(UpstreamError(BROKEN))
+            return
+        try:
+            frame = writer.fail(Failed("upstream_error", BROKEN, gen.relay.provider or "")) if writer else b""
+        except Exception:  # the renderer itself is what failed: end the body without a terminal event
+            log.exception("generation %s: the failure ending could not be rendered", gen.id)
+            frame = b""
+        await req.write(frame, more=False)
+    except Exception:  # the response had already ended (or the client is gone): nothing more to write
+        log.debug("generation %s: no failure ending written", gen.id, exc_info=True)
 
 
 async def drive_stream(
@@ -204,8 +237,7 @@ async def drive_stream(
         failure = Failed("upstream_error", exc.message, gen.relay.provider or "")
     if head is not None:  # never left unsent, though the relay always hands an item after `Committed`
         await req.start(200, SSE_CONTENT_TYPE, head, first)
-    if gen.recorder.usage is None:  # the ending may carry an estimate: never load the tokenizer on the loop
-        await tokenizer_ready()
+    await gen.recorder.estimate_off_loop()  # the ending may carry an estimate: never counted on the loop
     if failure is None:
         final = writer.finish()
         if not isinstance(final, Failed):
@@ -214,9 +246,12 @@ async def drive_stream(
             if record.status == "completed":
                 await req.write(final, more=False)
                 return
-            # a lease sweep marked it interrupted meanwhile (this gateway was paused): the stream says so too
-            interrupted = Failed("interrupted", "this gateway lost its lease before the answer was stored", "")
-            await req.write(writer.fail(interrupted), more=False)
+            # not stored as completed (a lease sweep marked it interrupted meanwhile, or finishing
+            # failed): the stream ends as the record says
+            error = record.error or {}
+            code: FailureCode = "interrupted" if error.get("code") == "interrupted" else "upstream_error"
+            ended = Failed(code, str(error.get("message") or BROKEN), gen.relay.provider or "")
+            await req.write(writer.fail(ended), more=False)
             return
         failure = final
     frame = writer.fail(failure)
@@ -258,8 +293,7 @@ async def drive_json(req: Request, gen: Generation, builder: JsonBuilder) -> Non
         await gen.fail({"code": exc.error_code, "message": exc.message})
         await req.respond_error(exc, {"x-provider-attempts": str(gen.relay.attempts)})
         return
-    if gen.recorder.usage is None:
-        await tokenizer_ready()
+    await gen.recorder.estimate_off_loop()
     body = builder.build()
     if isinstance(body, Failed) or committed is None:
         failure = body if isinstance(body, Failed) else Failed("upstream_error", "the upstream sent nothing")

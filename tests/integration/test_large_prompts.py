@@ -1,0 +1,84 @@
+"""Issue 42's first finding, reproduced: a ~1,000,000-character prompt whose usage must be estimated.
+
+Before the fix the tokenizer raised `Input too long to encode safely` inside the recorder's finish: a
+keyless stream whose client dropped stayed `in_progress` with cost 0 forever, a streamed answer
+ended after its `stop` chunk with neither `[DONE]` nor the failure chunk, a non-stream answer was a
+500 after the upstream had answered. Now each ends as the contract says and is billed (CONTRACT §16).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from helpers import RawStream, ServerProcess, start_server, stream_sse
+
+CHAT = "/v1/chat/completions"
+HUGE = "lorem ipsum dolor sit amet " * 40_000  # 1,080,000 characters, ~1 MB of body
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    tmp = tmp_path_factory.mktemp("large")
+    with OpenAIUpstream() as emu:
+        config = tidegate_toml(
+            f"sqlite:///{tmp / 'g.db'}",
+            {"emu": {"kind": "openai", "base_url": emu.base_url}},
+            {"quiet": [("emu", "no-usage")], "endless": [("emu", "slow:0.05")]},
+        ).replace('[models."quiet"]', '[models."quiet"]\npricing = { prompt = 1.0, completion = 2.0 }')
+        config = config.replace(
+            '[models."endless"]', '[models."endless"]\npricing = { prompt = 1.0, completion = 2.0 }'
+        )
+        server = start_server(tmp / "gw", config)
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+def _record(server: ServerProcess, gid: str, within_s: float = 5.0) -> dict[str, Any]:
+    deadline = time.monotonic() + within_s
+    while True:
+        record = dict(httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers).json())
+        if record["status"] != "in_progress" or time.monotonic() > deadline:
+            return record
+        time.sleep(0.05)
+
+
+def _body(model: str, stream: bool) -> dict[str, Any]:
+    return {"model": model, "stream": stream, "messages": [{"role": "user", "content": HUGE}]}
+
+
+def test_a_streamed_answer_with_an_estimated_huge_prompt_ends_with_done_and_is_billed(gateway: ServerProcess) -> None:
+    result = stream_sse(gateway.base_url + CHAT, _body("quiet", True), gateway.headers, timeout=60)
+    assert result.status == 200 and result.done
+    usage = result.json_events()[-1]["usage"]
+    assert usage["prompt_tokens"] > 200_000
+    record = _record(gateway, result.headers["x-generation-id"])
+    assert record["status"] == "completed" and record["usage_estimated"] is True
+    assert record["cost"] == pytest.approx((usage["prompt_tokens"] * 1.0 + usage["completion_tokens"] * 2.0) / 1e6)
+
+
+def test_a_non_stream_answer_with_an_estimated_huge_prompt_is_200(gateway: ServerProcess) -> None:
+    resp = httpx.post(gateway.base_url + CHAT, json=_body("quiet", False), headers=gateway.headers, timeout=60)
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["usage"]["prompt_tokens"] > 200_000
+
+
+def test_a_dropped_keyless_stream_with_a_huge_prompt_is_cancelled_and_billed_within_2_s(
+    gateway: ServerProcess,
+) -> None:
+    stream = RawStream(gateway.base_url, CHAT, _body("endless", True), gateway.headers)
+    stream.read_events(5)
+    gid = stream.headers["x-generation-id"]
+    stream.close()
+    dropped = time.monotonic()
+    record = _record(gateway, gid, within_s=2.0)
+    assert record["status"] == "cancelled", f"{record['status']} {time.monotonic() - dropped:.1f} s after the drop"
+    assert record["usage"]["prompt_tokens"] > 200_000 and record["usage_estimated"] is True
+    assert record["cost"] > 0.2  # over 200k prompt tokens at 1 USD per million
