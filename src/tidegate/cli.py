@@ -85,6 +85,7 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
     claimed = claim_port(host, port) if workers > 1 and reuse_port_supported() else None
     if claimed is not None:
         port = claimed.getsockname()[1]
+    os.environ["TIDEGATE_BIND_HOST"] = host  # /metrics asks for a key unless this is loopback (server/ops.py)
     try:
         created = asyncio.run(_prepare_store(config, _is_loopback(host)))
     except ConfigError as exc:  # a schema newer than this version (store/schema.py)

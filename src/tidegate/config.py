@@ -6,6 +6,7 @@ Secrets never live in the file: providers name environment variables (`api_key_e
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import ssl
 import tomllib
@@ -205,10 +206,8 @@ def _parse_provider(name: str, raw: dict[str, Any]) -> ProviderConfig:
         if key in raw:
             values[key] = str(_typed(f"{where}.{key}", raw[key], str, "a string"))
     for key in ("base_url", "endpoint_url"):
-        if key in values and not values[key].startswith(("http://", "https://")):
-            raise ConfigError(f"{where}.{key}: must start with http:// or https://")
         if key in values:
-            values[key] = values[key].rstrip("/")
+            values[key] = _upstream_url(f"{where}.{key}", values[key])
     if "upstream_idle_timeout_s" in raw:
         values["upstream_idle_timeout_s"] = _positive(
             f"{where}.upstream_idle_timeout_s", raw["upstream_idle_timeout_s"]
@@ -224,6 +223,41 @@ def _parse_provider(name: str, raw: dict[str, Any]) -> ProviderConfig:
         values["n_threads"] = int(_positive(f"{where}.n_threads", raw["n_threads"]))
     values.update(_connection_options(where, raw))
     return ProviderConfig(name=name, kind=kind, **values)
+
+
+# Cloud instance-metadata endpoints: an upstream there hands out the host's credentials
+_METADATA_HOSTS = frozenset({"169.254.169.254", "fd00:ec2::254", "metadata.google.internal", "100.100.100.200"})
+
+
+def _link_local(host: str) -> bool:
+    """169.254.0.0/16 and fe80::/10 however written (`2852039166` is 169.254.169.254 to a resolver)."""
+    try:
+        address = ipaddress.ip_address(int(host) if host.isdigit() else host)
+    except ValueError:
+        return False
+    return address.is_link_local
+
+
+def _upstream_url(where: str, url: str) -> str:
+    """A provider's base URL: http(s), no control characters (a CR/LF would split the request head),
+    no user info (credentials come from the environment, and `user:pass@` was silently dropped), no
+    cloud metadata address. Returned without a trailing slash."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        raise ConfigError(f"{where}: contains a control character (CR, LF, tab...)")
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"{where}: must start with http:// or https://")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises on a bad port)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: not a valid URL ({exc})") from None
+    if not parts.hostname:
+        raise ConfigError(f"{where}: has no host")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise ConfigError(f"{where}: must not carry user info (user:pass@); provider credentials come from api_key_env")
+    if parts.hostname.lower() in _METADATA_HOSTS or _link_local(parts.hostname):
+        raise ConfigError(f"{where}: {parts.hostname} is a link-local or cloud metadata address, never an upstream")
+    return url.rstrip("/")
 
 
 def _connection_options(where: str, raw: dict[str, Any]) -> dict[str, Any]:

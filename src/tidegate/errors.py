@@ -4,6 +4,18 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+QUOTE_LIMIT = 200  # characters of what a client sent that an error message may repeat (CONTRACT §16)
+MESSAGE_LIMIT = 1000  # characters of any error message
+
+
+def quote(value: object) -> str:
+    """`value` as an error message quotes it: its repr, cut to `QUOTE_LIMIT` characters of the
+    client's input (a 1.9 MB model name is not sent back whole)."""
+    if isinstance(value, str) and len(value) > QUOTE_LIMIT:
+        return f"{value[:QUOTE_LIMIT]!r}… ({len(value):,} characters)"
+    text = repr(value)
+    return text if len(text) <= QUOTE_LIMIT else f"{text[:QUOTE_LIMIT]}… ({len(text):,} characters)"
+
 
 class TidegateError(Exception):
     """Base of every error that becomes a client-visible JSON error."""
@@ -23,7 +35,10 @@ class TidegateError(Exception):
         return self._code or self.code
 
     def body(self) -> dict[str, object]:
-        return {"error": {"code": self.error_code, "message": self.message, "type": self.type}}
+        message = self.message
+        if len(message) > MESSAGE_LIMIT:  # a backstop: every quote of client input goes through `quote`
+            message = message[:MESSAGE_LIMIT] + "…"
+        return {"error": {"code": self.error_code, "message": message, "type": self.type}}
 
 
 class InvalidRequest(TidegateError):

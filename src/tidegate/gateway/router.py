@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from ..config import Config, ModelConfig, ProviderConfig, Route
-from ..errors import InvalidRequest, ModelNotFound, NoProviderAvailable
+from ..errors import InvalidRequest, ModelNotFound, NoProviderAvailable, quote
 from ..providers.base import ChatProvider
 from ..providers.connect import tls_context
 from ..providers.embeddings import EmbeddingProvider, build_embedding_provider
@@ -79,12 +79,12 @@ class Router:
     def model(self, model_id: str, door_type: str) -> ModelConfig:
         m = self.config.models.get(model_id)
         if m is None:
-            raise ModelNotFound(f"model {model_id!r} is not in the catalog; GET /v1/models lists the ids")
+            raise ModelNotFound(f"model {quote(model_id)} is not in the catalog; GET /v1/models lists the ids")
         if m.type != door_type:
             raise InvalidRequest(
-                f"model {model_id!r} is an {m.type} model; this endpoint serves {door_type} models"
+                f"model {quote(model_id)} is an {m.type} model; this endpoint serves {door_type} models"
                 if m.type[0] in "aeiou"
-                else f"model {model_id!r} is a {m.type} model; this endpoint serves {door_type} models"
+                else f"model {quote(model_id)} is a {m.type} model; this endpoint serves {door_type} models"
             )
         return m
 

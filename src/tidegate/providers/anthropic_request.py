@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import ProviderFailure
+from ..errors import ProviderFailure, quote
 from ..request import GenerationRequest
 
 DEFAULT_MAX_TOKENS = 4096
@@ -93,7 +93,7 @@ def _content_blocks(content: Any, where: str) -> list[dict[str, Any]]:
         elif ptype == "image_url":
             blocks.append(_image_block(part, pw))
         else:
-            raise _invalid(f"'{pw}.type' {ptype!r} is not supported by this provider (use text or image_url)")
+            raise _invalid(f"'{pw}.type' {quote(ptype)} is not supported by this provider (use text or image_url)")
     return blocks
 
 
@@ -181,7 +181,7 @@ def translate_messages(messages: list[dict[str, Any]]) -> tuple[list[dict[str, A
             blocks += _tool_use_blocks(m.get("tool_calls"), where)
             add("assistant", blocks)
         else:
-            raise _invalid(f"'{where}.role' {role!r} is not supported by this provider")
+            raise _invalid(f"'{where}.role' {quote(role)} is not supported by this provider")
     if not turns:
         raise _invalid("'messages' needs at least one user message with content")
     return system, turns

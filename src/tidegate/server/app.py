@@ -111,6 +111,8 @@ class TidegateApp:
             await ops.readyz(req, self.state)
             return
         if path == "/metrics":
+            if not ops.on_loopback(req):  # CONTRACT §14: no key on a loopback bind, a key otherwise
+                await self._authenticate(req)
             await ops.metrics_endpoint(req, self.state)
             return
         if path == "/v1/models":

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, quote
 from ..request import GenerationRequest, ReasoningOptions
 from .validate import (
     opt_bool,
@@ -34,11 +34,11 @@ def _validate_messages(raw: Any) -> list[dict[str, Any]]:
             raise InvalidRequest(f"'{where}' must be an object with 'role' and 'content'")
         role = m.get("role")
         if role not in ROLES:
-            raise InvalidRequest(f"'{where}.role' must be one of {', '.join(ROLES)}, got {role!r}")
+            raise InvalidRequest(f"'{where}.role' must be one of {', '.join(ROLES)}, got {quote(role)}")
         content = m.get("content")
         if content is None:
             if role not in ("assistant",):
-                raise InvalidRequest(f"'{where}.content' is required for role {role!r}")
+                raise InvalidRequest(f"'{where}.content' is required for role {quote(role)}")
             if not m.get("tool_calls") and not m.get("reasoning_details"):
                 raise InvalidRequest(f"'{where}' needs 'content' or 'tool_calls'")
         elif isinstance(content, list):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidRequest, PayloadTooLarge, StreamNotSupported
+from ..errors import InvalidRequest, PayloadTooLarge, StreamNotSupported, quote
 from ..providers.embeddings import EmbeddingInputs
 from .validate import opt_int, opt_str, require_object, require_str
 
@@ -66,7 +66,7 @@ def parse_embedding_request(body: Any) -> EmbeddingRequest:
     if fmt is None:
         fmt = "float"
     if fmt not in ("float", "base64"):
-        raise InvalidRequest(f"'encoding_format' must be 'float' or 'base64', got {fmt!r}")
+        raise InvalidRequest(f"'encoding_format' must be 'float' or 'base64', got {quote(fmt)}")
     dimensions = opt_int(body, "dimensions", lo=1, hi=65536)
     user = opt_str(body, "user")
     if tokens is not None:

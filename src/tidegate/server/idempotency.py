@@ -22,6 +22,7 @@ from .http import Request
 from .state import AppState
 
 SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
+MAX_EVENT_ID = 2**63 - 1
 
 
 def idempotency_key(req: Request) -> str | None:
@@ -48,6 +49,8 @@ def last_event_id(req: Request) -> int | None:
         raise InvalidRequest("'Last-Event-ID' must be an event id (an integer) from this stream") from None
     if parsed < -1:
         raise InvalidRequest("'Last-Event-ID' must be >= 0")
+    if parsed > MAX_EVENT_ID:  # an id no stream has (and more than the stores' 64-bit integers hold)
+        raise InvalidRequest(f"'Last-Event-ID' must be at most {MAX_EVENT_ID}, an event id of this stream")
     return parsed
 
 

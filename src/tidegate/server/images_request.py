@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, quote
 from .validate import opt_bool, opt_int, opt_str, require_object, require_str
 
 SIZES = ("auto", "256x256", "512x512", "1024x1024", "1536x1024", "1024x1536", "1792x1024", "1024x1792")
@@ -54,7 +54,7 @@ def _choice(body: dict[str, Any], name: str, allowed: tuple[str, ...], default: 
     if value is None:
         return default
     if not isinstance(value, str) or value not in allowed:
-        raise InvalidRequest(f"'{name}' must be one of {', '.join(allowed)}, got {value!r}")
+        raise InvalidRequest(f"'{name}' must be one of {', '.join(allowed)}, got {quote(value)}")
     return value
 
 

@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
+import ipaddress
+import os
+
 from .. import metrics
 from .http import Request
 from .state import AppState
+
+
+def on_loopback(req: Request) -> bool:
+    """Whether the gateway listens on loopback only (`tidegate serve` tells its bind address in
+    `TIDEGATE_BIND_HOST`; under another server, the address the request came in on)."""
+    host = os.environ.get("TIDEGATE_BIND_HOST")
+    if host is None:
+        server = req.scope.get("server")
+        if not server:
+            return False  # a Unix socket or an unknown server: a key is asked for
+        host = str(server[0])
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 async def healthz(req: Request) -> None:

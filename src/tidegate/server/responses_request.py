@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, quote
 from ..request import GenerationRequest, ReasoningOptions
 from .validate import opt_bool, opt_dict, opt_int, opt_list, opt_number, opt_str, require_object, require_str
 
@@ -88,7 +88,7 @@ def _text_parts(content: Any, where: str, allowed: tuple[str, ...]) -> list[dict
             raise InvalidRequest(f"'{pw}' must be an object with a 'type'")
         ptype = part.get("type")
         if ptype not in allowed:
-            raise InvalidRequest(f"'{pw}.type' must be one of {', '.join(allowed)}, got {ptype!r}")
+            raise InvalidRequest(f"'{pw}.type' must be one of {', '.join(allowed)}, got {quote(ptype)}")
         if ptype == "input_image":
             url = part.get("image_url")
             if not isinstance(url, str) or not url:
@@ -113,7 +113,7 @@ def _text_parts(content: Any, where: str, allowed: tuple[str, ...]) -> list[dict
 def _message(item: dict[str, Any], where: str) -> dict[str, Any]:
     role = item.get("role")
     if role not in MESSAGE_ROLES:
-        raise InvalidRequest(f"'{where}.role' must be one of {', '.join(MESSAGE_ROLES)}, got {role!r}")
+        raise InvalidRequest(f"'{where}.role' must be one of {', '.join(MESSAGE_ROLES)}, got {quote(role)}")
     content = item.get("content")
     if isinstance(content, str):
         return {"role": role, "content": content}
@@ -249,7 +249,7 @@ def convert_input(raw: Any, instructions: str | None) -> list[dict[str, Any]]:
             messages.add_reasoning(item, where)
         else:
             raise InvalidRequest(
-                f"'{where}.type' {itype!r} is not supported; use message, function_call, "
+                f"'{where}.type' {quote(itype)} is not supported; use message, function_call, "
                 "function_call_output or reasoning"
             )
     return messages.out
@@ -265,7 +265,7 @@ def convert_tools(raw: list[Any] | None) -> tuple[list[dict[str, Any]], list[dic
         where = f"tools[{i}]"
         if not isinstance(tool, dict) or tool.get("type") != "function":
             got = tool.get("type") if isinstance(tool, dict) else None
-            raise InvalidRequest(f"'{where}.type' must be 'function' (function tools only), got {got!r}")
+            raise InvalidRequest(f"'{where}.type' must be 'function' (function tools only), got {quote(got)}")
         name = tool.get("name")
         if not isinstance(name, str) or not name:
             raise InvalidRequest(f"'{where}.name' is required")
@@ -341,7 +341,7 @@ def _parse(body: Any, allowed: frozenset[str], door: str, stream_default: bool) 
     include = opt_list(body, "include") or []
     for i, value in enumerate(include):
         if value not in INCLUDABLE:
-            raise InvalidRequest(f"'include[{i}]' {value!r} is not supported; supported: {', '.join(INCLUDABLE)}")
+            raise InvalidRequest(f"'include[{i}]' {quote(value)} is not supported; supported: {', '.join(INCLUDABLE)}")
     opt_bool(body, "store")
     parallel = opt_bool(body, "parallel_tool_calls", default=True)
     request = GenerationRequest(
