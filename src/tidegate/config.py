@@ -35,6 +35,11 @@ class ServerConfig:
     worker_timeout_s: float = 30.0  # --workers N: a worker whose event loop is silent this long is replaced
     max_partial_image_bytes: int = 8 * 1024 * 1024  # decoded bytes of one partial image from an upstream
     max_image_bytes: int = 48 * 1024 * 1024  # decoded bytes of one final image from an upstream
+    max_header_bytes: int = 65536  # a request head larger than this: 431 (CONTRACT §16, server/guard.py)
+    max_headers: int = 100
+    header_timeout_s: float = 10.0  # a request head must arrive within this
+    body_timeout_s: float = 30.0  # a request body may send nothing for this long
+    max_connections: int = 4096  # open client connections per worker; past it a new one is refused
     lease_ttl_s: float = 15.0  # a generation's owner renews its lease every third of this (CONTRACT §10)
     drain_s: float = 30.0  # SIGTERM: running streams get this long to finish
 
@@ -164,6 +169,11 @@ def _parse_server(raw: dict[str, Any]) -> ServerConfig:
             _positive("server.max_partial_image_bytes", raw.get("max_partial_image_bytes", d.max_partial_image_bytes))
         ),
         max_image_bytes=int(_positive("server.max_image_bytes", raw.get("max_image_bytes", d.max_image_bytes))),
+        max_header_bytes=int(_positive("server.max_header_bytes", raw.get("max_header_bytes", d.max_header_bytes))),
+        max_headers=int(_positive("server.max_headers", raw.get("max_headers", d.max_headers))),
+        header_timeout_s=_positive("server.header_timeout_s", raw.get("header_timeout_s", d.header_timeout_s)),
+        body_timeout_s=_positive("server.body_timeout_s", raw.get("body_timeout_s", d.body_timeout_s)),
+        max_connections=int(_positive("server.max_connections", raw.get("max_connections", d.max_connections))),
         lease_ttl_s=_positive("server.lease_ttl_s", raw.get("lease_ttl_s", d.lease_ttl_s)),
         drain_s=_not_negative("server.drain_s", raw.get("drain_s", d.drain_s)),
     )
