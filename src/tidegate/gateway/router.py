@@ -9,6 +9,8 @@ from ..errors import InvalidRequest, ModelNotFound, NoProviderAvailable
 from ..providers.base import ChatProvider
 from ..providers.connect import tls_context
 from ..providers.embeddings import EmbeddingProvider, build_embedding_provider
+from .health import Health
+from .routing import Routing
 
 log = logging.getLogger("tidegate.router")
 HTTP_CHAT_KINDS = frozenset({"openai", "anthropic", "bedrock", "vertex"})
@@ -45,6 +47,9 @@ class Router:
         self._providers: dict[str, ChatProvider] = {}
         self._embedding_providers: dict[str, EmbeddingProvider] = {}
         self._image_providers: dict[str, ChatProvider] = {}
+        self.health = Health()
+        self.routing = Routing(config, self.health)
+        self.regions = {name: p.region for name, p in config.providers.items() if p.region}
 
     def provider(self, name: str) -> ChatProvider:
         p = self._providers.get(name)
@@ -73,7 +78,7 @@ class Router:
         m = self.config.models.get(model_id)
         if m is None:
             raise ModelNotFound(f"model {model_id!r} is not in the catalog; GET /v1/models lists the ids")
-        if m.type != door_type:
+        if m.type != door_type and not (m.type == "router" and door_type == "chat"):
             raise InvalidRequest(
                 f"model {model_id!r} is an {m.type} model; this endpoint serves {door_type} models"
                 if m.type[0] in "aeiou"

@@ -18,7 +18,7 @@ from ..gateway.router import Router
 from ..ids import new_ulid
 from ..keys import Authenticator
 from ..store.base import ApiKey, GenerationStore, open_store
-from . import chat, generations, heap, models, ops, replay
+from . import chat, generations, heap, models, ops, replay, routes_admin
 from . import embeddings as embeddings_door
 from . import images as images_door
 from . import native as native_door
@@ -42,6 +42,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], KeyedHandler]] = [
     ("POST", re.compile(r"^/v1/images/generations$"), images_door.openai_images),
     ("POST", re.compile(r"^/api/v1/images/generations$"), images_door.native_images),
     ("GET", re.compile(r"^/api/v1/generations/(?P<id>[0-9A-Za-z]{1,64})$"), generations.get_generation),
+    ("GET", re.compile(r"^/api/v1/routes$"), routes_admin.list_routes),
     (
         "POST",
         re.compile(r"^/api/v1/generations/(?P<id>[0-9A-Za-z]{1,64})/cancel$"),

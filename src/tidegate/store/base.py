@@ -77,6 +77,7 @@ class GenerationRecord:
     ttft_ms: float | None = None
     duration_ms: float | None = None
     owner: str = ""  # the gateway instance (process start) running it; its lease keeps the record alive
+    route_reason: str | None = None  # why these routes, in this order (CONTRACT §12); written once at begin
 
     def public(self) -> dict[str, Any]:
         """The JSON of `GET /api/v1/generations/{id}` (CONTRACT §7)."""
@@ -96,6 +97,7 @@ class GenerationRecord:
             "created_at": self.created_at,
             "ttft_ms": self.ttft_ms,
             "duration_ms": self.duration_ms,
+            "route_reason": self.route_reason,
         }
 
 

@@ -176,6 +176,7 @@ async def test_generation_round_trips_every_field(store: GenerationStore) -> Non
         ttft_ms=12.5,
         duration_ms=None,
         owner="host-a:8080",
+        route_reason="policy=cheapest chose cheap/model (needs tools); skipped big: the request has tools",
     )
     await store.create_generation(full)
     assert await store.get_generation("gen_full") == full
