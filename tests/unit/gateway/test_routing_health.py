@@ -3,6 +3,8 @@ configs, with a settable clock for the breaker's cooldown."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tidegate.config import Breaker, load_text
@@ -184,3 +186,15 @@ def test_server_breaker_defaults_and_per_model_override() -> None:
     assert cfg.models["m"].breaker == Breaker(failures=2, cooldown_s=7)
     with pytest.raises(ConfigError, match=r"server\.breaker_failures"):
         load_text("[server]\nbreaker_failures = 1.5\n", "t")
+
+
+def test_the_readme_routing_config_loads() -> None:
+    """README's routing example is a config this tidegate accepts (docs show only configs a test uses)."""
+    readme = (Path(__file__).parents[3] / "README.md").read_text()
+    section = readme.split("## Routing", 1)[1]
+    block = section.split("```toml", 1)[1].split("```", 1)[0]
+    cfg = load_text(block, "README.md")
+    auto = cfg.models["tidegate/auto"]
+    assert auto.type == "router" and auto.policy == "balanced"
+    assert cfg.models["openai/gpt-4o-mini"].routes[0].weight == 3
+    assert cfg.providers["mistral-eu"].jurisdiction == "eu"
