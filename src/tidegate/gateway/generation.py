@@ -19,7 +19,6 @@ from .leases import new_owner
 from .recorder import Recorder
 from .relay import Relay, RelayItem, RelaySettings
 from .router import Router
-from .routing import key_jurisdictions
 
 
 class ExistingGeneration(TidegateError):
@@ -127,14 +126,10 @@ class Gateway:
             routes = self.router.routes(model)
         else:
             # routes resolved (policy, strategy, residency) before the relay starts: gateway/routing.py
-            plan = self.router.routing.plan(model, request, request.provider, key_jurisdictions(key))
-            routes = [(self.router.provider(r.provider), r) for _, r in plan.routes]
-            health, breakers = self.router.health, [m.breaker for m, _ in plan.routes]
-            route_reason, excluded = plan.reason, plan.excluded
-            if model.type == "router" or any(r.pricing is not None for _, r in plan.routes):
-                prices = [r.pricing or m.pricing for m, r in plan.routes]
-            if model.type == "router":
-                model = plan.routes[0][0]  # the chosen candidate's catalog entry
+            resolved = self.router.resolve(model, request, key)
+            model, routes, breakers = resolved.model, resolved.routes, resolved.breakers
+            health, route_reason = self.router.health, resolved.reason
+            excluded, prices = resolved.excluded, resolved.prices
         server = self.config.server
         settings = RelaySettings(
             streaming=request.stream,

@@ -13,6 +13,7 @@ from .. import metrics
 from ..config import Config
 from ..errors import InsufficientCredits, MethodNotAllowed, NotFound, TidegateError, Unauthorized
 from ..gateway.generation import Gateway
+from ..gateway.health import route_key
 from ..gateway.leases import Leases
 from ..gateway.router import Router
 from ..ids import new_ulid
@@ -149,6 +150,16 @@ class TidegateApp:
             except Exception:
                 log.warning("retention pruning failed", exc_info=True)
 
+    def _share_route_health(self) -> None:
+        """With a store that shares route health (Redis), breakers open in every instance."""
+        shared = self.state.store.route_health()
+        if shared is None:
+            return
+        health = self.state.gateway.router.health
+        health.shared = shared
+        keys = sorted({route_key(r.provider, r.model) for m in self.config.models.values() for r in m.routes})
+        self.state.tasks.add(asyncio.ensure_future(health.sync_forever(keys)))
+
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
             message: dict[str, Any] = dict(await receive())
@@ -159,6 +170,7 @@ class TidegateApp:
                     self.drain.install()
                     self.state.gateway.router.warm()
                     self.state.tasks.add(asyncio.ensure_future(self._housekeeping()))
+                    self._share_route_health()
                     if self._settle_heap:
                         heap.settle()
                     self.state.ready = True

@@ -163,6 +163,16 @@ async def polling_follow(_generation_id: str) -> AsyncIterator[LogTail]:
     yield PollingTail()
 
 
+class SharedRouteHealth(Protocol):
+    """Route health shared by the instances of one store (gateway/health.py)."""
+
+    async def route_failed(self, route: str, threshold: int, open_s: float) -> float | None: ...
+
+    async def route_recovered(self, route: str) -> None: ...
+
+    async def open_routes(self, routes: list[str]) -> dict[str, float]: ...
+
+
 class GenerationStore(Protocol):
     """Everything tidegate persists. Every implementation passes the same test suite."""
 
@@ -205,6 +215,11 @@ class GenerationStore(Protocol):
     def follow(self, generation_id: str) -> contextlib.AbstractAsyncContextManager[LogTail]:
         """A live follower's wait (another process runs the generation). Entered before the
         follower's first read, so nothing appended after that read goes unannounced."""
+        ...
+
+    def route_health(self) -> SharedRouteHealth | None:
+        """Where instances sharing this store share route health (breakers), or None: each process
+        keeps its own."""
         ...
 
     async def prune(self, older_than: float) -> int:

@@ -17,7 +17,16 @@ import asyncpg  # type: ignore[import-untyped]
 import orjson
 
 from . import logpack
-from .base import INTERRUPTED_ERROR, ApiKey, BeginResult, GenerationRecord, LogRun, LogTail, polling_follow
+from .base import (
+    INTERRUPTED_ERROR,
+    ApiKey,
+    BeginResult,
+    GenerationRecord,
+    LogRun,
+    LogTail,
+    SharedRouteHealth,
+    polling_follow,
+)
 from .rows import GEN_COLUMNS, GEN_COUNT, key_from_row, record_from_row, record_params
 from .schema import upgrade
 
@@ -272,6 +281,11 @@ class PostgresStore:
             else:
                 out.append((int(seq), bytes(data)))
         return out
+
+    def route_health(self) -> SharedRouteHealth | None:
+        # in-process: a shared table would put a query (or a LISTEN round) into every request's routing;
+        # each instance opening its own breakers costs at most `breaker_failures` failures per instance
+        return None
 
     async def prune(self, older_than: float) -> int:
         async with self.pool.acquire() as conn, conn.transaction():

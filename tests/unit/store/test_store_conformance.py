@@ -497,3 +497,23 @@ async def test_a_follower_wakes_for_what_another_process_appends_and_for_the_out
             t0 = loop.time()
             await tail.wait()
             assert loop.time() - t0 > 1.0
+
+
+# --- shared route health (CONTRACT §12) -----------------------------------------------------------
+
+
+async def test_route_health_is_shared_by_redis_and_kept_in_process_by_the_sql_stores(
+    open_another: OpenStore,
+) -> None:
+    one, two = await open_another(), await open_another()
+    shared, other = one.route_health(), two.route_health()
+    if shared is None or other is None:  # SQLite, PostgreSQL: each process keeps its own (docs/routing.md)
+        assert shared is None and other is None and type(one).__name__ != "RedisStore"
+        return
+    assert await shared.route_failed("p/m", 2, 30) is None
+    until = await other.route_failed("p/m", 2, 30)  # the second failure, from another process
+    assert until is not None and until == pytest.approx(time.time() + 30, abs=2)
+    assert await shared.open_routes(["p/m", "p/other"]) == {"p/m": until}
+    await other.route_recovered("p/m")
+    assert await shared.open_routes(["p/m"]) == {}
+    assert await shared.route_failed("p/m", 2, 30) is None  # the count started again
