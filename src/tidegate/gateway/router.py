@@ -13,7 +13,7 @@ from ..providers.embeddings import EmbeddingProvider, build_embedding_provider
 from ..request import GenerationRequest
 from ..store.base import ApiKey
 from .health import Health
-from .routing import Plan, Routing, key_jurisdictions
+from .routing import Plan, Routing, key_jurisdictions, order_routes
 
 log = logging.getLogger("tidegate.router")
 HTTP_CHAT_KINDS = frozenset({"openai", "anthropic", "bedrock", "vertex"})
@@ -144,7 +144,9 @@ class Router:
         return p
 
     def embedding_routes(self, model: ModelConfig) -> list[tuple[EmbeddingProvider, Route]]:
-        return [(self.embedding_provider(r.provider), r) for r in model.routes]
+        # the model's strategy orders them too (no breakers: a one-shot call's fallback as before)
+        ordered = order_routes(model, self.health, self.routing.weighted)
+        return [(self.embedding_provider(r.provider), r) for r in ordered]
 
     def image_provider(self, name: str) -> ChatProvider:
         p = self._image_providers.get(name)
