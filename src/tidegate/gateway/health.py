@@ -138,6 +138,16 @@ class Health:
         h.probing = True
         return True
 
+    def enter(self, key: str, breaker: Breaker) -> bool:
+        """`allow`, then `begin` when allowed: the relay's one call before an attempt."""
+        h = self.routes.get(key)
+        if h is None:
+            h = self.routes[key] = RouteHealth()
+        elif h.state != CLOSED and breaker.failures and not self.allow(key, breaker):
+            return False
+        h.in_flight += 1
+        return True
+
     def begin(self, key: str) -> None:
         self.get(key).in_flight += 1
 

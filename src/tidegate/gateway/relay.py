@@ -40,7 +40,7 @@ from ..events import Event, Failed, Finished, Started
 from ..providers.base import ChatProvider, DirectStream, UpstreamStream
 from ..request import GenerationRequest
 from .cancel import CANCELLED, MIN_WAIT_S, TIMED_OUT, CancelSignal, UpstreamClock
-from .health import Health, route_key
+from .health import Health
 from .opening import UpstreamOpen
 
 
@@ -147,12 +147,12 @@ class Relay:
         settings: RelaySettings,
         cancel: CancelSignal,
         health: Health | None = None,
-        breakers: list[Breaker] | None = None,
+        breakers: list[tuple[str, Breaker]] | None = None,
         excluded: str | None = None,
     ) -> None:
         self.request = request
         self.routes = routes
-        # per-route breakers (parallel to `routes`) and where attempts are reported: once per
+        # per-route (key, breaker) pairs (parallel to `routes`) and where attempts are reported: once per
         # attempt (its start, its commit or failure, its end), never per chunk
         self.health = health
         self.breakers = breakers
@@ -181,12 +181,11 @@ class Relay:
         for i, (provider, route) in enumerate(self.routes):
             key = ""
             if health is not None and breakers is not None:
-                key = route_key(provider.name, route.model)
-                if not health.allow(key, breakers[i]):
+                key, breaker = breakers[i]
+                if not health.enter(key, breaker):
                     self.skipped.append(key)
                     continue
-                health.begin(key)
-                self._attempt = (key, breakers[i], asyncio.get_running_loop().time())
+                self._attempt = (key, breaker, asyncio.get_running_loop().time())
             self.attempts += 1
             self.route_index = i
             self._route_done = False

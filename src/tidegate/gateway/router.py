@@ -12,7 +12,7 @@ from ..providers.connect import tls_context
 from ..providers.embeddings import EmbeddingProvider, build_embedding_provider
 from ..request import GenerationRequest
 from ..store.base import ApiKey
-from .health import Health
+from .health import Health, route_key
 from .routing import Plan, Routing, key_jurisdictions, order_routes
 
 log = logging.getLogger("tidegate.router")
@@ -50,7 +50,7 @@ class Resolved:
 
     model: ModelConfig  # the catalog model that serves first (a router model's chosen candidate)
     routes: list[tuple[ChatProvider, Route]]
-    breakers: list[Breaker]
+    breakers: list[tuple[str, Breaker]]  # each route's health key and breaker
     reason: str
     excluded: str | None  # the residency rules that left routes out
     prices: list[Pricing | None] | None  # per route, when any differs from the model's
@@ -122,7 +122,7 @@ class Router:
         return Resolved(
             model=plan.routes[0][0],
             routes=[(self.provider(r.provider), r) for _, r in plan.routes],
-            breakers=[m.breaker for m, _ in plan.routes],
+            breakers=[(route_key(r.provider, r.model), m.breaker) for m, r in plan.routes],
             reason=plan.reason,
             excluded=plan.excluded,
             prices=prices,
