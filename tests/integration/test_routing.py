@@ -264,3 +264,14 @@ def test_responses_door_takes_the_provider_object(server: ServerProcess) -> None
     r = httpx.post(server.base_url + "/v1/responses", json=body, headers=server.headers, timeout=30)
     assert r.status_code == 200, r.text
     assert r.headers["x-provider"] == "eu2" and r.headers["x-served-region"] == "eu-west-1"
+
+
+def test_a_repeated_idempotency_key_answers_with_the_region_too(server: ServerProcess) -> None:
+    body = {"model": "anywhere", "messages": HI, "provider": {"only": ["eu2"]}}
+    headers = {**server.headers, "Idempotency-Key": f"routing-{time.time_ns()}"}
+    url = server.base_url + CHAT
+    first = httpx.post(url, json=body, headers=headers, timeout=30)
+    again = httpx.post(url, json=body, headers=headers, timeout=30)
+    assert first.status_code == again.status_code == 200
+    assert again.headers.get("idempotent-replayed") == "true"
+    assert first.headers["x-served-region"] == again.headers["x-served-region"] == "eu-west-1"
