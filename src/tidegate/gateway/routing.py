@@ -75,8 +75,10 @@ def prompt_tokens_estimate(request: GenerationRequest) -> int:
         content = m.get("content")
         if isinstance(content, str):
             chars += len(content)
-        elif content is not None:
-            chars += len(json.dumps(content))
+        elif isinstance(content, list):  # text parts only: an image's base64 is not prompt text
+            for part in content:
+                if isinstance(part, dict) and isinstance(part.get("text"), str):
+                    chars += len(part["text"])
     if request.tools:
         chars += len(json.dumps(request.tools))
     return chars // 4

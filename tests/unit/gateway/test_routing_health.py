@@ -10,7 +10,7 @@ import pytest
 from tidegate.config import Breaker, load_text
 from tidegate.errors import ConfigError, NoProviderAvailable
 from tidegate.gateway.health import CLOSED, HALF_OPEN, OPEN, Health
-from tidegate.gateway.routing import Routing
+from tidegate.gateway.routing import Routing, needs, prompt_tokens_estimate
 from tidegate.request import GenerationRequest, ProviderPrefs
 
 BASE = """
@@ -198,3 +198,11 @@ def test_the_readme_routing_config_loads() -> None:
     assert auto.type == "router" and auto.policy == "balanced"
     assert cfg.models["openai/gpt-4o-mini"].routes[0].weight == 3
     assert cfg.providers["mistral-eu"].jurisdiction == "eu"
+
+
+def test_the_prompt_estimate_counts_text_not_image_bytes() -> None:
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 40_000}}
+    text = {"type": "text", "text": "x" * 400}
+    req = GenerationRequest(model="m", messages=[{"role": "user", "content": [text, image]}])
+    assert prompt_tokens_estimate(req) == 100
+    assert needs(req) == [("vision", "the request has images")]
