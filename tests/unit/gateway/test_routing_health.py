@@ -206,3 +206,34 @@ def test_the_prompt_estimate_counts_text_not_image_bytes() -> None:
     req = GenerationRequest(model="m", messages=[{"role": "user", "content": [text, image]}])
     assert prompt_tokens_estimate(req) == 100
     assert needs(req) == [("vision", "the request has images")]
+
+
+@pytest.mark.parametrize(
+    ("policy", "first"),
+    [("ordered", "pricey"), ("cheapest", "cheap"), ("fastest", "quick"), ("balanced", "quick")],
+)
+def test_policies(policy: str, first: str) -> None:
+    cfg = load_text(
+        BASE
+        + f"""[models.pricey]
+pricing = {{ prompt = 9.0, completion = 9.0 }}
+routes = [{{ provider = "a", model = "pricey" }}]
+[models.cheap]
+pricing = {{ prompt = 1.0, completion = 1.0 }}
+routes = [{{ provider = "b", model = "cheap" }}]
+[models.quick]
+routes = [{{ provider = "c", model = "quick", pricing = {{ prompt = 1.1, completion = 1.1 }} }}]
+[models.auto]
+type = "router"
+policy = "{policy}"
+candidates = ["pricey", "cheap", "quick"]
+""",
+        "t",
+    )
+    health = Health()
+    for key, ttft in (("a/pricey", 0.5), ("b/cheap", 0.9), ("c/quick", 0.1)):
+        health.succeeded(key, ttft)
+    req = GenerationRequest(model="auto", messages=[{"role": "user", "content": "hi"}])
+    plan = Routing(cfg, health).plan(cfg.models["auto"], req)
+    assert plan.routes[0][0].id == first and len(plan.routes) == 3
+    assert plan.reason.startswith(f"policy={policy} chose {first}")
