@@ -19,7 +19,9 @@ from urllib.parse import urlsplit
 from .errors import ConfigError
 
 PROVIDER_KINDS = ("openai", "anthropic", "bedrock", "vertex", "local")
-MODEL_TYPES = ("chat", "embedding", "image")
+MODEL_TYPES = ("chat", "embedding", "image", "router")
+STRATEGIES = ("ordered", "weighted", "least_latency", "least_busy")
+POLICIES = ("ordered", "cheapest", "fastest", "balanced")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,8 @@ class ServerConfig:
     max_connections: int = 4096  # open client connections per worker; past it a new one is refused
     lease_ttl_s: float = 15.0  # a generation's owner renews its lease every third of this (CONTRACT §10)
     drain_s: float = 30.0  # SIGTERM: running streams get this long to finish
+    breaker_failures: int = 5  # consecutive failures before the first byte that open a route's breaker; 0 = off
+    breaker_cooldown_s: float = 30.0  # an open breaker lets one probe through after this long
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +61,7 @@ class ProviderConfig:
     base_url: str | None = None
     api_key_env: str | None = None
     region: str | None = None
+    jurisdiction: str | None = None  # e.g. "eu": what a request's or key's `jurisdictions` match
     endpoint_url: str | None = None
     project: str | None = None
     access_token_env: str | None = None
@@ -76,15 +81,23 @@ class ProviderConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class Route:
-    provider: str
-    model: str
-
-
-@dataclass(frozen=True, slots=True)
 class Pricing:
     prompt: float = 0.0
     completion: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    provider: str
+    model: str
+    weight: float = 1.0  # strategy = "weighted": this route's share
+    pricing: Pricing | None = None  # overrides the model's for this route
+
+
+@dataclass(frozen=True, slots=True)
+class Breaker:
+    failures: int = 5
+    cooldown_s: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +109,11 @@ class ModelConfig:
     owned_by: str | None = None
     capabilities: tuple[str, ...] = ()
     context_length: int | None = None
+    strategy: str = "ordered"
+    breaker: Breaker = Breaker()
+    candidates: tuple[str, ...] = ()  # type = "router": catalog model ids
+    policy: str = "ordered"  # type = "router"
+    balanced_within_pct: float = 20.0  # policy = "balanced": cost within this % of the cheapest
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +194,16 @@ def _parse_server(raw: dict[str, Any]) -> ServerConfig:
         max_connections=int(_positive("server.max_connections", raw.get("max_connections", d.max_connections))),
         lease_ttl_s=_positive("server.lease_ttl_s", raw.get("lease_ttl_s", d.lease_ttl_s)),
         drain_s=_not_negative("server.drain_s", raw.get("drain_s", d.drain_s)),
+        breaker_failures=_count("server.breaker_failures", raw.get("breaker_failures", d.breaker_failures)),
+        breaker_cooldown_s=_positive("server.breaker_cooldown_s", raw.get("breaker_cooldown_s", d.breaker_cooldown_s)),
     )
+
+
+def _count(where: str, value: Any) -> int:
+    num = _typed(where, value, int, "an integer")
+    if num < 0:
+        raise ConfigError(f"{where}: must be >= 0, got {value}")
+    return int(num)
 
 
 def _parse_store(raw: dict[str, Any]) -> StoreConfig:
@@ -210,7 +237,16 @@ def _parse_provider(name: str, raw: dict[str, Any]) -> ProviderConfig:
     for key in _REQUIRED_BY_KIND[kind]:
         if key not in raw:
             raise ConfigError(f"{where}.{key}: required for kind = {kind!r}")
-    str_keys = ("base_url", "api_key_env", "region", "endpoint_url", "project", "access_token_env", "model_path")
+    str_keys = (
+        "base_url",
+        "api_key_env",
+        "region",
+        "jurisdiction",
+        "endpoint_url",
+        "project",
+        "access_token_env",
+        "model_path",
+    )
     values: dict[str, Any] = {}
     for key in str_keys:
         if key in raw:
@@ -331,12 +367,32 @@ def _proxy_url(where: str, url: str) -> str:
     return url
 
 
-def _parse_model(model_id: str, raw: dict[str, Any], providers: dict[str, ProviderConfig]) -> ModelConfig:
-    where = f'models."{model_id}"'
-    _check_keys(where, raw, {"type", "routes", "pricing", "owned_by", "capabilities", "context_length"})
-    mtype = raw.get("type", "chat")
-    if mtype not in MODEL_TYPES:
-        raise ConfigError(f"{where}.type: must be one of {', '.join(MODEL_TYPES)}, got {mtype!r}")
+def _parse_pricing(where: str, raw: Any) -> Pricing:
+    pr = _table(where, raw)
+    _check_keys(where, pr, {"prompt", "completion"})
+    return Pricing(
+        prompt=float(_typed(f"{where}.prompt", pr.get("prompt", 0.0), (int, float), "a number")),
+        completion=float(_typed(f"{where}.completion", pr.get("completion", 0.0), (int, float), "a number")),
+    )
+
+
+_MODEL_KEYS = {
+    "type",
+    "routes",
+    "pricing",
+    "owned_by",
+    "capabilities",
+    "context_length",
+    "strategy",
+    "breaker_failures",
+    "breaker_cooldown_s",
+    "candidates",
+    "policy",
+    "balanced_within_pct",
+}
+
+
+def _parse_routes(where: str, raw: dict[str, Any], providers: dict[str, ProviderConfig]) -> tuple[Route, ...]:
     routes_raw = _typed(f"{where}.routes", raw.get("routes"), list, "a list of {provider, model} tables")
     if not routes_raw:
         raise ConfigError(f"{where}.routes: at least one route is required")
@@ -344,22 +400,50 @@ def _parse_model(model_id: str, raw: dict[str, Any], providers: dict[str, Provid
     for i, r in enumerate(routes_raw):
         rw = f"{where}.routes[{i}]"
         r = _table(rw, r)
-        _check_keys(rw, r, {"provider", "model"})
+        _check_keys(rw, r, {"provider", "model", "weight", "pricing"})
         prov = r.get("provider")
         if prov not in providers:
             raise ConfigError(f"{rw}.provider: no provider named {prov!r} in [providers]")
         served = _typed(f"{rw}.model", r.get("model"), str, "a string (the upstream's model id)")
-        routes.append(Route(provider=str(prov), model=str(served)))
-    pricing = None
-    if "pricing" in raw:
-        pr = _table(f"{where}.pricing", raw["pricing"])
-        _check_keys(f"{where}.pricing", pr, {"prompt", "completion"})
-        pricing = Pricing(
-            prompt=float(_typed(f"{where}.pricing.prompt", pr.get("prompt", 0.0), (int, float), "a number")),
-            completion=float(
-                _typed(f"{where}.pricing.completion", pr.get("completion", 0.0), (int, float), "a number")
-            ),
-        )
+        weight = _positive(f"{rw}.weight", r.get("weight", 1))
+        pricing = _parse_pricing(f"{rw}.pricing", r["pricing"]) if "pricing" in r else None
+        routes.append(Route(provider=str(prov), model=str(served), weight=weight, pricing=pricing))
+    return tuple(routes)
+
+
+def _parse_model(
+    model_id: str, raw: dict[str, Any], providers: dict[str, ProviderConfig], server: ServerConfig
+) -> ModelConfig:
+    where = f'models."{model_id}"'
+    _check_keys(where, raw, _MODEL_KEYS)
+    mtype = raw.get("type", "chat")
+    if mtype not in MODEL_TYPES:
+        raise ConfigError(f"{where}.type: must be one of {', '.join(MODEL_TYPES)}, got {mtype!r}")
+    candidates: tuple[str, ...] = ()
+    policy = str(raw.get("policy", "ordered"))
+    if mtype == "router":
+        if "routes" in raw:
+            raise ConfigError(f"{where}.routes: a router model has candidates, not routes")
+        cands = _typed(f"{where}.candidates", raw.get("candidates"), list, "a list of catalog model ids")
+        if not cands:
+            raise ConfigError(f"{where}.candidates: at least one candidate is required")
+        candidates = tuple(str(_typed(f"{where}.candidates[]", c, str, "a string")) for c in cands)
+        if policy not in POLICIES:
+            raise ConfigError(f"{where}.policy: must be one of {', '.join(POLICIES)}, got {policy!r}")
+        routes: tuple[Route, ...] = ()
+    else:
+        for key in ("candidates", "policy", "balanced_within_pct"):
+            if key in raw:
+                raise ConfigError(f'{where}.{key}: only for type = "router" models')
+        routes = _parse_routes(where, raw, providers)
+    strategy = raw.get("strategy", "ordered")
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"{where}.strategy: must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    breaker = Breaker(
+        failures=_count(f"{where}.breaker_failures", raw.get("breaker_failures", server.breaker_failures)),
+        cooldown_s=_positive(f"{where}.breaker_cooldown_s", raw.get("breaker_cooldown_s", server.breaker_cooldown_s)),
+    )
+    pricing = _parse_pricing(f"{where}.pricing", raw["pricing"]) if "pricing" in raw else None
     caps = tuple(
         str(_typed(f"{where}.capabilities[]", c, str, "a string"))
         for c in _typed(f"{where}.capabilities", raw.get("capabilities", []), list, "a list")
@@ -373,12 +457,27 @@ def _parse_model(model_id: str, raw: dict[str, Any], providers: dict[str, Provid
     return ModelConfig(
         id=model_id,
         type=str(mtype),
-        routes=tuple(routes),
+        routes=routes,
         pricing=pricing,
         owned_by=owned_by,
         capabilities=caps,
         context_length=ctx,
+        strategy=str(strategy),
+        breaker=breaker,
+        candidates=candidates,
+        policy=policy,
+        balanced_within_pct=_not_negative(f"{where}.balanced_within_pct", raw.get("balanced_within_pct", 20.0)),
     )
+
+
+def _check_candidates(models: dict[str, ModelConfig]) -> None:
+    for m in models.values():
+        for c in m.candidates:
+            target = models.get(c)
+            if target is None:
+                raise ConfigError(f'models."{m.id}".candidates: no model {c!r} in the catalog')
+            if target.type != "chat":
+                raise ConfigError(f'models."{m.id}".candidates: {c!r} is a {target.type} model, not a chat model')
 
 
 def parse_config(data: dict[str, Any], source: str = "<memory>") -> Config:
@@ -390,7 +489,8 @@ def parse_config(data: dict[str, Any], source: str = "<memory>") -> Config:
         providers[name] = _parse_provider(name, _table(f"providers.{name}", praw))
     models: dict[str, ModelConfig] = {}
     for mid, mraw in _table("models", data.get("models", {})).items():
-        models[mid] = _parse_model(mid, _table(f'models."{mid}"', mraw), providers)
+        models[mid] = _parse_model(mid, _table(f'models."{mid}"', mraw), providers, server)
+    _check_candidates(models)
     return Config(server=server, store=store, providers=providers, models=models, source=source)
 
 

@@ -63,6 +63,12 @@ class InsufficientCredits(TidegateError):
     type = "billing_error"
 
 
+class Forbidden(TidegateError):
+    status = 403
+    code = "forbidden"
+    type = "permission_error"
+
+
 class NotFound(TidegateError):
     status = 404
     code = "not_found"

@@ -18,6 +18,17 @@ class ReasoningOptions:
     exclude: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class ProviderPrefs:
+    """A request's OpenRouter-compatible `provider` object plus `jurisdictions` (CONTRACT §12)."""
+
+    order: tuple[str, ...] = ()
+    only: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] = ()
+    allow_fallbacks: bool = True
+    jurisdictions: tuple[str, ...] | None = None
+
+
 @dataclass(slots=True)
 class GenerationRequest:
     model: str
@@ -38,6 +49,8 @@ class GenerationRequest:
     stream_options: dict[str, Any] | None = None
     # The client's body as sent (for OpenAI-compatible passthrough, which forwards unknown fields too)
     raw_body: dict[str, Any] = field(default_factory=dict)
+    # The `provider` routing object (gateway/routing.py); never forwarded upstream
+    provider: ProviderPrefs | None = None
 
     @property
     def include_usage(self) -> bool:

@@ -8,7 +8,8 @@ Chunk JSON is written with Python's `json.dumps` defaults (spaces after separato
 so a test can tell forwarded bytes from re-serialised ones.
 
 Scenarios: text, reasoning, reasoning_content, reasoning_details, tools, no-usage, http-401, http-403,
-http-429[:retry_after], http-500, http-503, http-400, slow-first-byte:s, headers-then-silence:s,
+http-429[:retry_after], http-500, http-503, http-400, slow-first-byte:s, late-text:s (text after s),
+headers-then-silence:s,
 silence:s (two chunks, s seconds of nothing, then the rest), error-first, error-mid, error-late:s
 (headers, s seconds of nothing, then an error chunk), drop, no-done,
 invalid-json, oversize, slow[:interval] (a chunk every interval until the client goes away).
@@ -174,9 +175,11 @@ class OpenAIUpstream:
             self.requests.append(rec)
         if scenario.startswith("http-"):
             return self._http_error(rec, int(scenario[5:]))
-        if scenario == "slow-first-byte":
+        if scenario in ("slow-first-byte", "late-text"):
             if not await self._sleep(request, rec, arg if arg is not None else 30.0):
                 return web.Response(status=499)
+            if scenario == "late-text":  # a slow but working upstream: then the text scenario
+                scenario = "text"
         # api.openai.com answers through Cloudflare, which sets a bot-management cookie on responses
         # (`Secure` there; left off here so that an HTTP client with a cookie jar would send it back).
         cookie = f"__cf_bm=emu-{rec.n}; path=/; HttpOnly; SameSite=None"

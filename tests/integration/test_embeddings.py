@@ -154,6 +154,11 @@ routes = [{{ provider = "emu-vertex", model = "text-embedding-005" }}]
 type = "embedding"
 routes = [{{ provider = "emu-openai", model = "fail-500" }}, {{ provider = "emu-bedrock", model = "fail-500" }},
           {{ provider = "emu-vertex", model = "text-embedding-005" }}]
+[models."emu/weighted"]
+type = "embedding"
+strategy = "weighted"
+routes = [{{ provider = "emu-openai", model = "text-embedding-3-small", weight = 3 }},
+          {{ provider = "emu-vertex", model = "text-embedding-005" }}]
 [models."emu/all-fail"]
 type = "embedding"
 routes = [{{ provider = "emu-openai", model = "fail-500" }}, {{ provider = "emu-vertex", model = "fail-500" }}]
@@ -434,7 +439,13 @@ def test_fallback_before_the_answer(server: ServerProcess) -> None:
     r = _post(server, {"model": "emu/fallback", "input": ["fall back"], "encoding_format": "float"})
     assert r.status_code == 200, r.text
     assert r.headers["x-provider"] == "emu-vertex" and r.headers["x-provider-attempts"] == "3"
+    assert r.headers["x-served-region"] == "europe-west1"  # the provider's region (CONTRACT §12)
     assert np.allclose(r.json()["data"][0]["embedding"], vector("fall back", 768), atol=1e-6)
+
+
+def test_an_embedding_model_s_strategy_orders_its_routes(server: ServerProcess) -> None:
+    served = [_post(server, {"model": "emu/weighted", "input": "w"}).headers["x-provider"] for _ in range(8)]
+    assert served == ["emu-openai", "emu-openai", "emu-vertex", "emu-openai"] * 2
 
 
 def test_every_route_failing_is_502(server: ServerProcess) -> None:

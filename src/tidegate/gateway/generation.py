@@ -7,7 +7,7 @@ import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 
-from ..config import Config, ModelConfig
+from ..config import Config, ModelConfig, Pricing
 from ..errors import TidegateError
 from ..events import Failed
 from ..request import GenerationRequest
@@ -42,15 +42,23 @@ class Generation:
     relay: Relay
     cancel: CancelSignal
     created: int = field(default_factory=lambda: int(time.time()))
+    # per route (parallel to the relay's routes): its price, the route's own or its model's; None when
+    # they are all the model's (the recorder already has it)
+    prices: list[Pricing | None] | None = None
 
     @property
     def record(self) -> GenerationRecord:
         return self.recorder.record
 
+    def _price_served_route(self) -> None:
+        if self.prices is not None and self.relay.provider is not None and self.relay.route_index >= 0:
+            self.recorder.pricing = self.prices[self.relay.route_index]
+
     def items(self) -> AsyncGenerator[RelayItem, None]:
         return self.relay.run()
 
     async def complete(self) -> GenerationRecord:
+        self._price_served_route()
         return await self.recorder.finish(
             "completed",
             provider=self.relay.provider,
@@ -61,6 +69,7 @@ class Generation:
     async def fail(self, failure: Failed | dict[str, object]) -> GenerationRecord:
         code = failure.code if isinstance(failure, Failed) else failure.get("code")
         status = code if code in ("cancelled", "interrupted") else "failed"
+        self._price_served_route()
         return await self.recorder.finish(
             status,
             provider=self.relay.provider,
@@ -111,16 +120,34 @@ class Gateway:
         request_hash: str | None = None,
     ) -> Generation:
         model = self.router.model(request.model, model_type)
-        routes = self.router.routes(model)
+        health, breakers = None, None
+        route_reason, prices, excluded = None, None, None
+        if model.type == "image":
+            routes = self.router.routes(model)
+        else:
+            # routes resolved (policy, strategy, residency) before the relay starts: gateway/routing.py
+            resolved = self.router.resolve(model, request, key)
+            model, routes, breakers = resolved.model, resolved.routes, resolved.breakers
+            health, route_reason = self.router.health, resolved.reason
+            excluded, prices = resolved.excluded, resolved.prices
         server = self.config.server
         settings = RelaySettings(
             streaming=request.stream,
             keepalive_s=server.keepalive_s,
             idle_timeout_for=self.config.provider_idle_timeout,
+            regions=self.router.regions,
         )
         cancel = CancelSignal()
         recorder = await self._begin(
-            generation_id, door, key, model, request.model, request.messages, idempotency_key, request_hash
+            generation_id,
+            door,
+            key,
+            model,
+            request.model,
+            request.messages,
+            idempotency_key,
+            request_hash,
+            route_reason,
         )
         gen = Generation(
             id=generation_id,
@@ -128,9 +155,10 @@ class Gateway:
             request=request,
             model=model,
             recorder=recorder,
-            relay=Relay(request, routes, settings, cancel),
+            relay=Relay(request, routes, settings, cancel, health, breakers, excluded),
             cancel=cancel,
             created=int(recorder.record.created_at),
+            prices=prices,
         )
         self.running[generation_id] = gen
         return gen
@@ -174,6 +202,7 @@ class Gateway:
         messages: list[dict[str, object]],
         idempotency_key: str | None,
         request_hash: str | None,
+        route_reason: str | None = None,
     ) -> Recorder:
         """The record, durable before any upstream request; `ExistingGeneration` for a repeated key."""
         record = GenerationRecord(
@@ -185,6 +214,7 @@ class Gateway:
             idempotency_key=idempotency_key,
             request_hash=request_hash,
             owner=self.instance,
+            route_reason=route_reason,
         )
         recorder = Recorder(store=self.store, record=record, messages=messages, pricing=model.pricing)
         begun = await self.store.begin_generation(record)  # durable before any upstream request

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .. import metrics
-from ..config import Route
+from ..config import Breaker, Route
 from ..errors import (
     InvalidRequest,
     NoProviderAvailable,
@@ -40,6 +40,7 @@ from ..events import Event, Failed, Finished, Started
 from ..providers.base import ChatProvider, DirectStream, UpstreamStream
 from ..request import GenerationRequest
 from .cancel import CANCELLED, MIN_WAIT_S, TIMED_OUT, CancelSignal, UpstreamClock
+from .health import Health
 from .opening import UpstreamOpen
 
 
@@ -60,6 +61,7 @@ class Committed:
     served_model: str
     attempts: int
     failed_routes: tuple[RouteFailure, ...] = ()
+    region: str | None = None  # the provider's configured region (X-Served-Region)
 
 
 class _KeepAlive:
@@ -112,6 +114,7 @@ class RelaySettings:
     streaming: bool
     keepalive_s: float = 10.0
     idle_timeout_for: Callable[[str], float] = field(default=lambda _name: 90.0)
+    regions: dict[str, str] = field(default_factory=dict)  # provider name → region
 
 
 def final_error(failures: list[RouteFailure]) -> TidegateError:
@@ -143,9 +146,21 @@ class Relay:
         routes: list[tuple[ChatProvider, Route]],
         settings: RelaySettings,
         cancel: CancelSignal,
+        health: Health | None = None,
+        breakers: list[tuple[str, Breaker]] | None = None,
+        excluded: str | None = None,
     ) -> None:
         self.request = request
         self.routes = routes
+        # per-route (key, breaker) pairs (parallel to `routes`) and where attempts are reported: once per
+        # attempt (its start, its commit or failure, its end), never per chunk
+        self.health = health
+        self.breakers = breakers
+        self.skipped: list[str] = []  # routes passed over because their breaker was open
+        # the residency rules that left other routes out: no fallback past them, and the final
+        # error (503) names them
+        self.excluded = excluded
+        self.route_index = -1  # the index in `routes` of the route tried last (the one that served)
         self.settings = settings
         self.cancel = cancel
         self.attempts = 0
@@ -159,17 +174,52 @@ class Relay:
         self._clock: UpstreamClock | None = None
         self._direct_span = math.inf  # how far past its data a route's wait may run
         self._direct_data_at = -math.inf  # when the direct delivery last took a batch
+        self._attempt: tuple[str, Breaker, float] | None = None  # route key, breaker, start (loop time)
 
     async def run(self) -> AsyncGenerator[RelayItem, None]:
-        for provider, route in self.routes:
+        health, breakers = self.health, self.breakers
+        for i, (provider, route) in enumerate(self.routes):
+            key = ""
+            if health is not None and breakers is not None:
+                key, breaker = breakers[i]
+                if not health.enter(key, breaker):
+                    self.skipped.append(key)
+                    continue
+                self._attempt = (key, breaker, asyncio.get_running_loop().time())
             self.attempts += 1
+            self.route_index = i
             self._route_done = False
-            async with contextlib.aclosing(self._try_route(provider, route)) as items:
-                async for item in items:
-                    yield item
+            try:
+                async with contextlib.aclosing(self._try_route(provider, route)) as items:
+                    async for item in items:
+                        yield item
+            finally:
+                if key:
+                    self._attempt = None
+                    health.end(key)  # type: ignore[union-attr]
             if self._route_done:
                 return
-        raise final_error(self.failures)
+        if self.skipped and not self.failures:
+            raise NoProviderAvailable(
+                f"every allowed route's circuit breaker is open: {', '.join(self.skipped)}; retry later"
+                + (f" ({self.excluded})" if self.excluded else "")
+            )
+        error = final_error(self.failures)
+        if self.excluded and not isinstance(error, InvalidRequest):
+            raise NoProviderAvailable(f"{error.message}; no fallback outside what was allowed: {self.excluded}")
+        raise error
+
+    def _report_commit(self) -> None:
+        attempt = self._attempt
+        if attempt is not None and self.health is not None:
+            self.health.succeeded(attempt[0], asyncio.get_running_loop().time() - attempt[2])
+            self._attempt = None
+
+    def _report_failure(self, retry_after: float | None) -> None:
+        attempt = self._attempt
+        if attempt is not None and self.health is not None:
+            self.health.failed(attempt[0], attempt[1], retry_after)
+            self._attempt = None
 
     async def _try_route(self, provider: ChatProvider, route: Route) -> AsyncGenerator[RelayItem, None]:
         loop = asyncio.get_running_loop()
@@ -269,7 +319,14 @@ class Relay:
                         self.committed = True
                         self.provider = provider.name
                         self.served_model = route.model
-                        yield Committed(provider.name, route.model, self.attempts, tuple(self.failures))
+                        self._report_commit()
+                        yield Committed(
+                            provider.name,
+                            route.model,
+                            self.attempts,
+                            tuple(self.failures),
+                            self.settings.regions.get(provider.name),
+                        )
                     last_keepalive = now
                     yield KEEPALIVE
                     continue
@@ -307,7 +364,14 @@ class Relay:
                     self.committed = True
                     self.provider = provider.name
                     self.served_model = started.served_model if started else route.model
-                    yield Committed(provider.name, self.served_model, self.attempts, tuple(self.failures))
+                    self._report_commit()
+                    yield Committed(
+                        provider.name,
+                        self.served_model,
+                        self.attempts,
+                        tuple(self.failures),
+                        self.settings.regions.get(provider.name),
+                    )
                 for i, event in enumerate(batch):
                     if isinstance(event, Failed):
                         self._route_done = True
@@ -382,6 +446,7 @@ class Relay:
             self._route_done = True
             return [failure]
         self.failures.append(RouteFailure(provider, code, failure.message, failure.status, retry_after))
+        self._report_failure(retry_after)
         if not failure.retriable_before_commit:
             self._route_done = True
             raise UpstreamError(f"{provider}: {failure.message}", code=None)

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
-from ..config import Config, ModelConfig, ProviderConfig, Route
+from ..config import Breaker, Config, ModelConfig, Pricing, ProviderConfig, Route
 from ..errors import InvalidRequest, ModelNotFound, NoProviderAvailable, quote
 from ..providers.base import ChatProvider
 from ..providers.connect import tls_context
 from ..providers.embeddings import EmbeddingProvider, build_embedding_provider
+from ..request import GenerationRequest
+from ..store.base import ApiKey
+from .health import Health, route_key
+from .routing import Plan, Routing, key_jurisdictions, order_routes
 
 log = logging.getLogger("tidegate.router")
 HTTP_CHAT_KINDS = frozenset({"openai", "anthropic", "bedrock", "vertex"})
@@ -39,12 +44,30 @@ def build_provider(config: ProviderConfig, connect_timeout_s: float = 10.0) -> C
     raise NoProviderAvailable(f"provider kind {config.kind!r} is not available in this build")
 
 
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """A request's routes, ready for the relay (lists parallel to `routes`), and why."""
+
+    model: ModelConfig  # the catalog model that serves first (a router model's chosen candidate)
+    routes: list[tuple[ChatProvider, Route]]
+    breakers: list[tuple[str, Breaker]]  # each route's health key and breaker
+    reason: str
+    excluded: str | None  # the residency rules that left routes out
+    prices: list[Pricing | None] | None  # per route, when any differs from the model's
+
+
 class Router:
     def __init__(self, config: Config) -> None:
         self.config = config
         self._providers: dict[str, ChatProvider] = {}
         self._embedding_providers: dict[str, EmbeddingProvider] = {}
         self._image_providers: dict[str, ChatProvider] = {}
+        self.health = Health()
+        self.routing = Routing(config, self.health)
+        self.regions = {name: p.region for name, p in config.providers.items() if p.region}
+        # the default case (an `ordered` model, no provider object, no key jurisdictions) resolves the
+        # same every time: made once per model (nothing is mutated downstream)
+        self._fixed: dict[str, Resolved] = {}
 
     def provider(self, name: str) -> ChatProvider:
         p = self._providers.get(name)
@@ -80,13 +103,37 @@ class Router:
         m = self.config.models.get(model_id)
         if m is None:
             raise ModelNotFound(f"model {quote(model_id)} is not in the catalog; GET /v1/models lists the ids")
-        if m.type != door_type:
+        if m.type != door_type and not (m.type == "router" and door_type == "chat"):
             raise InvalidRequest(
                 f"model {quote(model_id)} is an {m.type} model; this endpoint serves {door_type} models"
                 if m.type[0] in "aeiou"
                 else f"model {quote(model_id)} is a {m.type} model; this endpoint serves {door_type} models"
             )
         return m
+
+    def resolve(self, model: ModelConfig, request: GenerationRequest, key: ApiKey) -> Resolved:
+        """The routes to try, in order (gateway/routing.py), before the relay starts."""
+        jurisdictions = key_jurisdictions(key)
+        fixed = model.strategy == "ordered" and model.type == "chat"
+        if fixed and request.provider is None and jurisdictions is None:
+            done = self._fixed.get(model.id)
+            if done is None:
+                done = self._fixed[model.id] = self._resolved(model, self.routing.plan(model, request))
+            return done
+        return self._resolved(model, self.routing.plan(model, request, request.provider, jurisdictions))
+
+    def _resolved(self, model: ModelConfig, plan: Plan) -> Resolved:
+        prices = None
+        if model.type == "router" or any(r.pricing is not None for _, r in plan.routes):
+            prices = [r.pricing or m.pricing for m, r in plan.routes]
+        return Resolved(
+            model=plan.routes[0][0],
+            routes=[(self.provider(r.provider), r) for _, r in plan.routes],
+            breakers=[(route_key(r.provider, r.model), m.breaker) for m, r in plan.routes],
+            reason=plan.reason,
+            excluded=plan.excluded,
+            prices=prices,
+        )
 
     def routes(self, model: ModelConfig) -> list[tuple[ChatProvider, Route]]:
         if model.type == "image":  # image upstreams have their own registry (same relay)
@@ -104,7 +151,9 @@ class Router:
         return p
 
     def embedding_routes(self, model: ModelConfig) -> list[tuple[EmbeddingProvider, Route]]:
-        return [(self.embedding_provider(r.provider), r) for r in model.routes]
+        # the model's strategy orders them too (no breakers: a one-shot call's fallback as before)
+        ordered = order_routes(model, self.health, self.routing.weighted)
+        return [(self.embedding_provider(r.provider), r) for r in ordered]
 
     def image_provider(self, name: str) -> ChatProvider:
         p = self._image_providers.get(name)

@@ -13,12 +13,13 @@ from .. import metrics
 from ..config import Config
 from ..errors import InsufficientCredits, MethodNotAllowed, NotFound, TidegateError, Unauthorized
 from ..gateway.generation import Gateway
+from ..gateway.health import route_key
 from ..gateway.leases import Leases
 from ..gateway.router import Router
 from ..ids import new_ulid
 from ..keys import Authenticator
 from ..store.base import ApiKey, GenerationStore, open_store
-from . import chat, generations, heap, models, ops, replay
+from . import chat, generations, heap, models, ops, replay, routes_admin
 from . import embeddings as embeddings_door
 from . import images as images_door
 from . import native as native_door
@@ -42,6 +43,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], KeyedHandler]] = [
     ("POST", re.compile(r"^/v1/images/generations$"), images_door.openai_images),
     ("POST", re.compile(r"^/api/v1/images/generations$"), images_door.native_images),
     ("GET", re.compile(r"^/api/v1/generations/(?P<id>[0-9A-Za-z]{1,64})$"), generations.get_generation),
+    ("GET", re.compile(r"^/api/v1/routes$"), routes_admin.list_routes),
     (
         "POST",
         re.compile(r"^/api/v1/generations/(?P<id>[0-9A-Za-z]{1,64})/cancel$"),
@@ -150,6 +152,16 @@ class TidegateApp:
             except Exception:
                 log.warning("retention pruning failed", exc_info=True)
 
+    def _share_route_health(self) -> None:
+        """With a store that shares route health (Redis), breakers open in every instance."""
+        shared = self.state.store.route_health()
+        if shared is None:
+            return
+        health = self.state.gateway.router.health
+        health.shared = shared
+        keys = sorted({route_key(r.provider, r.model) for m in self.config.models.values() for r in m.routes})
+        self.state.tasks.add(asyncio.ensure_future(health.sync_forever(keys)))
+
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
             message: dict[str, Any] = dict(await receive())
@@ -160,6 +172,7 @@ class TidegateApp:
                     self.drain.install()
                     self.state.gateway.router.warm()
                     self.state.tasks.add(asyncio.ensure_future(self._housekeeping()))
+                    self._share_route_health()
                     if self._settle_heap:
                         heap.settle()
                     self.state.ready = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InvalidRequest, quote
+from ..gateway.routing import parse_provider_prefs
 from ..request import GenerationRequest, ReasoningOptions
 from .validate import (
     opt_bool,
@@ -132,6 +133,10 @@ def parse_chat_request(body: Any) -> GenerationRequest:
     if tool_choice is not None and not isinstance(tool_choice, (str, dict)):
         raise InvalidRequest("'tool_choice' must be 'none', 'auto', 'required' or a function object")
     response_format = opt_dict(body, "response_format")
+    provider = None
+    if "provider" in body:  # a routing instruction for tidegate, not a field for the upstream
+        provider = parse_provider_prefs(body["provider"])
+        body = {k: v for k, v in body.items() if k != "provider"}
     return GenerationRequest(
         model=model,
         messages=messages,
@@ -151,4 +156,5 @@ def parse_chat_request(body: Any) -> GenerationRequest:
         response_format=response_format,
         stream_options=stream_options,
         raw_body=body,
+        provider=provider,
     )

@@ -75,11 +75,14 @@ class DoorSpec:
 
 
 def provider_headers(c: Committed) -> dict[str, str]:
-    return {
+    headers = {
         "x-provider": c.provider,
         "x-served-model": c.served_model,
         "x-provider-attempts": str(c.attempts),
     }
+    if c.region is not None:
+        headers["x-served-region"] = c.region
+    return headers
 
 
 def as_error(failure: Failed) -> TidegateError:

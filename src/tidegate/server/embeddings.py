@@ -39,12 +39,15 @@ async def check_total_tokens(inputs: EmbeddingInputs) -> None:
         )
 
 
-def outcome_headers(outcome: EmbeddingOutcome) -> dict[str, str]:
-    return {
+def outcome_headers(outcome: EmbeddingOutcome, region: str | None = None) -> dict[str, str]:
+    headers = {
         "x-provider": outcome.provider,
         "x-served-model": outcome.served_model,
         "x-provider-attempts": str(outcome.attempts),
     }
+    if region is not None:
+        headers["x-served-region"] = region
+    return headers
 
 
 async def embeddings(req: Request, state: AppState, key: ApiKey) -> None:
@@ -67,12 +70,12 @@ async def embeddings(req: Request, state: AppState, key: ApiKey) -> None:
         await answer_existing(req, state, existing.result, streaming=False)
         return
     try:
-        await _embed(req, gen, request)
+        await _embed(req, gen, request, state.gateway.router.regions)
     finally:
         state.gateway.release(gen.id)
 
 
-async def _embed(req: Request, gen: EmbeddingGeneration, request: EmbeddingRequest) -> None:
+async def _embed(req: Request, gen: EmbeddingGeneration, request: EmbeddingRequest, regions: dict[str, str]) -> None:
     recorder, relay = gen.recorder, gen.relay
     # A request without Idempotency-Key is cancelled when its client goes away (CONTRACT §7).
     try:
@@ -99,4 +102,4 @@ async def _embed(req: Request, gen: EmbeddingGeneration, request: EmbeddingReque
     await recorder.finish(
         "completed", provider=outcome.provider, served_model=outcome.served_model, attempts=outcome.attempts
     )
-    await req.respond_bytes(200, payload, "application/json", outcome_headers(outcome))
+    await req.respond_bytes(200, payload, "application/json", outcome_headers(outcome, regions.get(outcome.provider)))

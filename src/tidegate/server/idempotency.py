@@ -58,10 +58,16 @@ def wants_sse(req: Request) -> bool:
     return "text/event-stream" in (req.header("accept") or "")
 
 
-def record_headers(record: GenerationRecord, replayed: bool = True) -> dict[str, str]:
+def record_headers(
+    record: GenerationRecord, replayed: bool = True, regions: dict[str, str] | None = None
+) -> dict[str, str]:
+    """`regions`: provider name → configured region, for `X-Served-Region` (CONTRACT §12)."""
     headers: dict[str, str] = {}
     if record.provider:
         headers["x-provider"] = record.provider
+        region = regions.get(record.provider) if regions else None
+        if region is not None:
+            headers["x-served-region"] = region
     if record.served_model:
         headers["x-served-model"] = record.served_model
     headers["x-provider-attempts"] = str(record.attempts)
@@ -115,7 +121,7 @@ async def follow_frames(state: AppState, generation_id: str, after: int) -> Asyn
 
 
 async def stream_frames(req: Request, state: AppState, record: GenerationRecord, after: int) -> None:
-    await req.start(200, SSE_CONTENT_TYPE, record_headers(record))
+    await req.start(200, SSE_CONTENT_TYPE, record_headers(record, True, state.gateway.router.regions))
     async for frame in follow_frames(state, record.id, after):
         await req.write(frame)
     await req.write(b"", more=False)
@@ -158,4 +164,6 @@ async def answer_existing(req: Request, state: AppState, result: BeginResult, st
     stored = await state.store.read_log(record.id, LOG_JSON)
     if not stored:
         raise GenerationInProgress("the stored answer is not readable yet; retry", retry_after=1.0)
-    await req.respond_bytes(200, stored[0][1], "application/json", record_headers(record))
+    await req.respond_bytes(
+        200, stored[0][1], "application/json", record_headers(record, True, state.gateway.router.regions)
+    )

@@ -27,6 +27,12 @@ def catalog(config: Config) -> dict[str, Any]:
         }
         if m.context_length:
             entry["context_length"] = m.context_length
+        if m.type == "router":
+            entry["owned_by"] = m.owned_by or "tidegate"
+            entry["candidates"] = list(m.candidates)
+            entry["policy"] = m.policy
+        elif m.strategy != "ordered":
+            entry["strategy"] = m.strategy
         data.append(entry)
     return {"object": "list", "data": data}
 

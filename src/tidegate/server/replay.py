@@ -64,14 +64,16 @@ async def replay(req: Request, state: AppState, key: ApiKey) -> None:
             "status": record.status,
             "partial_output": _partial_output(record, events),
         }
-        await req.respond_json(502, payload, record_headers(record, replayed=True))
+        await req.respond_json(502, payload, record_headers(record, True, state.gateway.router.regions))
         return
     if record.door in IMAGE_DOORS:  # image generations replay their native image `done`
-        await req.respond_json(200, image_done_for_record(record, events), record_headers(record, replayed=True))
+        await req.respond_json(
+            200, image_done_for_record(record, events), record_headers(record, True, state.gateway.router.regions)
+        )
         return
     stored = await state.store.read_log(record.id, LOG_JSON) if record.door == "native" else []
     result = orjson.loads(stored[0][1]) if stored else native_result_for_record(record, events)
-    await req.respond_json(200, result, record_headers(record, replayed=True))
+    await req.respond_json(200, result, record_headers(record, True, state.gateway.router.regions))
 
 
 async def _follow_events(state: AppState, generation_id: str) -> AsyncIterator[Event | GenerationRecord]:
@@ -108,7 +110,7 @@ def _frames_after(data: bytes, last: int) -> bytes:
 
 async def _stream(req: Request, state: AppState, record: GenerationRecord, last: int | None) -> None:
     after = -1 if last is None else last
-    headers = {**record_headers(record, replayed=True), "x-kendr-stream-mode": "streamed"}
+    headers = {**record_headers(record, True, state.gateway.router.regions), "x-kendr-stream-mode": "streamed"}
     native_frames = record.door in ("native", "native_images")  # its own frames are already native
     has_frames = native_frames and bool(await state.store.read_log(record.id, LOG_FRAME, -1))
     await req.start(200, SSE_CONTENT_TYPE, headers)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidRequest, quote
+from ..gateway.routing import parse_provider_prefs
 from ..request import GenerationRequest, ReasoningOptions
 from .validate import opt_bool, opt_dict, opt_int, opt_list, opt_number, opt_str, require_object, require_str
 
@@ -32,6 +33,7 @@ RESPONSES_FIELDS = frozenset(
         "stream",
         "store",
         "parallel_tool_calls",
+        "provider",
     }
 )
 NATIVE_FIELDS = frozenset(
@@ -357,6 +359,7 @@ def _parse(body: Any, allowed: frozenset[str], door: str, stream_default: bool) 
         if isinstance(body.get("parallel_tool_calls"), bool)
         else None,
         reasoning=reasoning,
+        provider=parse_provider_prefs(body.get("provider")),
     )
     return ResponsesRequest(
         request=request,

@@ -77,6 +77,7 @@ class GenerationRecord:
     ttft_ms: float | None = None
     duration_ms: float | None = None
     owner: str = ""  # the gateway instance (process start) running it; its lease keeps the record alive
+    route_reason: str | None = None  # why these routes, in this order (CONTRACT §12); written once at begin
 
     def public(self) -> dict[str, Any]:
         """The JSON of `GET /api/v1/generations/{id}` (CONTRACT §7)."""
@@ -96,6 +97,7 @@ class GenerationRecord:
             "created_at": self.created_at,
             "ttft_ms": self.ttft_ms,
             "duration_ms": self.duration_ms,
+            "route_reason": self.route_reason,
         }
 
 
@@ -161,6 +163,16 @@ async def polling_follow(_generation_id: str) -> AsyncIterator[LogTail]:
     yield PollingTail()
 
 
+class SharedRouteHealth(Protocol):
+    """Route health shared by the instances of one store (gateway/health.py)."""
+
+    async def route_failed(self, route: str, threshold: int, open_s: float) -> float | None: ...
+
+    async def route_recovered(self, route: str) -> None: ...
+
+    async def open_routes(self, routes: list[str]) -> dict[str, float]: ...
+
+
 class GenerationStore(Protocol):
     """Everything tidegate persists. Every implementation passes the same test suite."""
 
@@ -203,6 +215,11 @@ class GenerationStore(Protocol):
     def follow(self, generation_id: str) -> contextlib.AbstractAsyncContextManager[LogTail]:
         """A live follower's wait (another process runs the generation). Entered before the
         follower's first read, so nothing appended after that read goes unannounced."""
+        ...
+
+    def route_health(self) -> SharedRouteHealth | None:
+        """Where instances sharing this store share route health (breakers), or None: each process
+        keeps its own."""
         ...
 
     async def prune(self, older_than: float) -> int:

@@ -17,13 +17,22 @@ import asyncpg  # type: ignore[import-untyped]
 import orjson
 
 from . import logpack
-from .base import INTERRUPTED_ERROR, ApiKey, BeginResult, GenerationRecord, LogRun, LogTail, polling_follow
-from .rows import GEN_COLUMNS, key_from_row, record_from_row, record_params
+from .base import (
+    INTERRUPTED_ERROR,
+    ApiKey,
+    BeginResult,
+    GenerationRecord,
+    LogRun,
+    LogTail,
+    SharedRouteHealth,
+    polling_follow,
+)
+from .rows import GEN_COLUMNS, GEN_COUNT, key_from_row, record_from_row, record_params
 from .schema import upgrade
 
 _GEN_COLUMNS = GEN_COLUMNS
 _GEN_NAMES = [c.strip() for c in _GEN_COLUMNS.split(",")]
-_INSERT_GEN = f"INSERT INTO generations ({_GEN_COLUMNS}) VALUES ({', '.join(f'${i + 1}' for i in range(20))})"
+_INSERT_GEN = f"INSERT INTO generations ({_GEN_COLUMNS}) VALUES ({', '.join(f'${i + 1}' for i in range(GEN_COUNT))})"
 _UPDATE_GEN = (
     "UPDATE generations SET "
     + ", ".join(f"{c} = ${i + 2}" for i, c in enumerate(_GEN_NAMES[1:]))
@@ -272,6 +281,11 @@ class PostgresStore:
             else:
                 out.append((int(seq), bytes(data)))
         return out
+
+    def route_health(self) -> SharedRouteHealth | None:
+        # in-process: a shared table would put a query (or a LISTEN round) into every request's routing;
+        # each instance opening its own breakers costs at most `breaker_failures` failures per instance
+        return None
 
     async def prune(self, older_than: float) -> int:
         async with self.pool.acquire() as conn, conn.transaction():

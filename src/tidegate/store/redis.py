@@ -31,7 +31,17 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
 from . import logpack
-from .base import INTERRUPTED_ERROR, ApiKey, BeginResult, GenerationRecord, LogRun, LogTail, Usage, usage_dict
+from .base import (
+    INTERRUPTED_ERROR,
+    ApiKey,
+    BeginResult,
+    GenerationRecord,
+    LogRun,
+    LogTail,
+    SharedRouteHealth,
+    Usage,
+    usage_dict,
+)
 
 DEFAULT_PREFIX = "tidegate:"
 DEFAULT_MAX_CONNECTIONS = 64  # per gateway process, for commands (`?max_connections=N` in the URL)
@@ -502,6 +512,11 @@ class RedisStore:
             else:  # one entry, as versions before wrote it
                 out.append((_SEQ.unpack_from(member)[0], bytes(member[_SEQ.size :])))
         return out
+
+    def route_health(self) -> SharedRouteHealth:
+        from .redis_routes import RedisRouteHealth
+
+        return RedisRouteHealth(lambda: self._redis, self._k)
 
     async def prune(self, older_than: float) -> int:
         cutoff = repr(float(older_than))

@@ -10,9 +10,10 @@ from .base import ApiKey, GenerationRecord, Usage, usage_dict
 
 GEN_COLUMNS = (
     "id, key_id, model, door, created_at, status, idempotency_key, request_hash, provider, served_model, "
-    "attempts, finish_reason, usage, usage_estimated, cost, output_text, error, ttft_ms, duration_ms, owner"
+    "attempts, finish_reason, usage, usage_estimated, cost, output_text, error, ttft_ms, duration_ms, owner, "
+    "route_reason"
 )
-GEN_COUNT = 20
+GEN_COUNT = 21
 KEY_COLUMNS = "id, name, secret_hash, created_at, credits, spent, revoked"
 # What a generation's final update may change: its identity (key, model, door, creation time, request hash,
 # idempotency key, owner) is written once. Leaving those out of the UPDATE matters in SQLite: every
@@ -55,6 +56,7 @@ def record_params(r: GenerationRecord) -> tuple[Any, ...]:
         r.request_hash,
         *rest,
         r.owner,
+        r.route_reason,
     )
 
 
@@ -85,6 +87,7 @@ def record_from_row(row: Any) -> GenerationRecord:
         ttft_ms=row[17],
         duration_ms=row[18],
         owner=row[19],
+        route_reason=row[20],
     )
 
 

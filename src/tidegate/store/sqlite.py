@@ -14,7 +14,16 @@ from typing import Any, TypeVar, cast
 import orjson
 
 from . import logpack
-from .base import INTERRUPTED_ERROR, ApiKey, BeginResult, GenerationRecord, LogRun, LogTail, polling_follow
+from .base import (
+    INTERRUPTED_ERROR,
+    ApiKey,
+    BeginResult,
+    GenerationRecord,
+    LogRun,
+    LogTail,
+    SharedRouteHealth,
+    polling_follow,
+)
 from .group_commit import GroupCommit, immediate, is_locked
 from .rows import FINAL_COLUMNS, GEN_COLUMNS, GEN_COUNT, final_params, key_from_row, record_from_row, record_params
 from .schema import apply_in_memory, upgrade
@@ -504,6 +513,11 @@ class SQLiteStore:
 
         result: list[tuple[int, bytes]] = await self._run(_read)
         return result
+
+    def route_health(self) -> SharedRouteHealth | None:
+        # in-process: one host's instances on a file; a breaker is a per-request decision and a read of
+        # the file in every request's routing would cost more than a few failures more per instance
+        return None
 
     async def prune(self, older_than: float) -> int:
         def _prune(db: sqlite3.Connection) -> int:

@@ -70,6 +70,7 @@ async def test_a_database_from_before_loses_its_dropped_indexes_and_its_running_
         db.execute("CREATE INDEX generations_created ON generations(created_at)")
         db.execute("DROP TABLE instance_starts")
         db.execute("DROP TABLE leases")
+        db.execute("ALTER TABLE generations DROP COLUMN route_reason")  # 0005_routing came after them
         for table in ("_yoyo_migration", "_yoyo_log", "_yoyo_version", "yoyo_lock"):  # no migrations then
             db.execute(f"DROP TABLE {table}")
 

@@ -176,6 +176,7 @@ async def test_generation_round_trips_every_field(store: GenerationStore) -> Non
         ttft_ms=12.5,
         duration_ms=None,
         owner="host-a:8080",
+        route_reason="policy=cheapest chose cheap/model (needs tools); skipped big: the request has tools",
     )
     await store.create_generation(full)
     assert await store.get_generation("gen_full") == full
@@ -504,3 +505,23 @@ async def test_hundreds_of_generations_begun_at_once_all_succeed(store: Generati
     records = [gen(idem=f"burst-{i}") for i in range(300)]
     results = await asyncio.gather(*(store.begin_generation(r) for r in records))
     assert [r.outcome for r in results] == ["created"] * 300
+
+
+# --- shared route health (CONTRACT §12) -----------------------------------------------------------
+
+
+async def test_route_health_is_shared_by_redis_and_kept_in_process_by_the_sql_stores(
+    open_another: OpenStore,
+) -> None:
+    one, two = await open_another(), await open_another()
+    shared, other = one.route_health(), two.route_health()
+    if shared is None or other is None:  # SQLite, PostgreSQL: each process keeps its own (docs/routing.md)
+        assert shared is None and other is None and type(one).__name__ != "RedisStore"
+        return
+    assert await shared.route_failed("p/m", 2, 30) is None
+    until = await other.route_failed("p/m", 2, 30)  # the second failure, from another process
+    assert until is not None and until == pytest.approx(time.time() + 30, abs=2)
+    assert await shared.open_routes(["p/m", "p/other"]) == {"p/m": until}
+    await other.route_recovered("p/m")
+    assert await shared.open_routes(["p/m"]) == {}
+    assert await shared.route_failed("p/m", 2, 30) is None  # the count started again

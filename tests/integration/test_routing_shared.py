@@ -1,0 +1,88 @@
+"""Breakers shared by two `tidegate serve` instances on one Redis store (CONTRACT §12): a route that
+failed on one instance is skipped by the other, which never sent it a request; with SQLite each
+instance keeps its own (docs/routing.md says why)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from emulators.openai_upstream import OpenAIUpstream
+from helpers import ServerProcess, start_server
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "store"))
+from store_backends import drop_redis_prefix, redis_url, unique_name, with_query
+
+HI = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture(params=["redis", "sqlite"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'shared.db'}"
+        return
+    base, why = redis_url()
+    if base is None:
+        pytest.skip(why)
+    prefix = unique_name("routes") + ":"
+    yield with_query(base, prefix=prefix)
+    drop_redis_prefix(base, prefix)
+
+
+def config(store_url: str, emu: OpenAIUpstream) -> str:
+    return f"""
+[server]
+host = "127.0.0.1"
+breaker_failures = 2
+breaker_cooldown_s = 60
+[store]
+url = "{store_url}"
+[providers.bad]
+kind = "openai"
+base_url = "{emu.base_url}"
+[providers.good]
+kind = "openai"
+base_url = "{emu.base_url}"
+[models."m"]
+routes = [{{ provider = "bad", model = "http-500" }}, {{ provider = "good", model = "text" }}]
+"""
+
+
+def chat(server: ServerProcess) -> httpx.Response:
+    body = {"model": "m", "messages": HI}
+    return httpx.post(server.base_url + "/v1/chat/completions", json=body, headers=server.headers, timeout=30)
+
+
+def state(server: ServerProcess) -> str:
+    data = httpx.get(server.base_url + "/api/v1/routes", headers=server.headers).json()["data"]
+    return str(next(e["state"] for e in data if e["provider"] == "bad"))
+
+
+def test_a_breaker_opened_on_one_instance_is_open_on_the_other(
+    store_url: str, emu: OpenAIUpstream, tmp_path: Path
+) -> None:
+    emu.reset()
+    cfg = config(store_url, emu)
+    a = start_server(tmp_path / "a", cfg)
+    b = start_server(tmp_path / "b", cfg)
+    try:
+        assert chat(b).headers["x-provider-attempts"] == "2"  # b's one failure, counted in Redis too
+        assert chat(a).headers["x-provider-attempts"] == "2"  # a's: two in all, and a's first
+        shared = store_url.startswith("redis")
+        assert state(a) == ("open" if shared else "closed")
+        deadline = time.monotonic() + 5
+        while shared and state(b) != "open" and time.monotonic() < deadline:
+            time.sleep(0.1)  # b reads the open routes once a second
+        assert state(b) == ("open" if shared else "closed")
+        r = chat(b)
+        assert r.status_code == 200 and r.headers["x-provider"] == "good"
+        assert r.headers["x-provider-attempts"] == ("1" if shared else "2")
+        assert emu.counts().get("http-500") == (2 if shared else 3)
+    finally:
+        a.stop()
+        b.stop()
