@@ -8,7 +8,24 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from helpers import ServerProcess, local_config, start_server
+from helpers import STARTED, ServerProcess, local_config, secrets_of, start_server
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_secret_in_any_gateways_log_or_store() -> Iterator[None]:
+    """Issue 42: every gateway of the suite runs at DEBUG logging; when the session ends, no log and no
+    store file of any of them holds a secret it was given (its master key, its provider keys, AWS's)."""
+    yield
+    leaks = []
+    for server in STARTED:
+        secrets = secrets_of(server)
+        files = [server.log_path, *server.workdir.glob("*.db*"), *server.workdir.parent.glob("*.db*")]
+        for path in files:
+            if not path.is_file():
+                continue
+            data = path.read_bytes()
+            leaks += [f"{path}: a secret of {server.base_url}" for secret in secrets if secret.encode() in data]
+    assert not leaks, "\n".join(sorted(set(leaks))[:20])
 
 
 @pytest.fixture(scope="session")

@@ -65,6 +65,20 @@ class ServerProcess:
             self.proc.wait()
 
 
+STARTED: list[ServerProcess] = []  # every gateway this test session started (the secrets check reads them)
+SECRET_NAMES = ("_KEY", "_TOKEN", "_SECRET", "_SECRET_ACCESS_KEY", "_PASSWORD")
+
+
+def secrets_of(server: ServerProcess) -> set[str]:
+    """The secrets a gateway was given: its master key and every credential-named variable."""
+    found = {server.key} if server.key else set()
+    for name, value in server.env.items():
+        if name.startswith(("TIDEGATE_", "CANARY_")) or name.endswith(SECRET_NAMES):
+            if len(value) >= 8 and name not in ("TIDEGATE_CONFIG", "TIDEGATE_LOG_LEVEL"):
+                found.add(value)
+    return found
+
+
 def start_server(
     workdir: Path,
     config_toml: str,
@@ -83,6 +97,7 @@ def start_server(
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIDEGATE_")}
     if master_key is not None:
         env["TIDEGATE_MASTER_KEY"] = master_key
+    env["TIDEGATE_LOG_LEVEL"] = "DEBUG"  # the whole suite runs its gateways at DEBUG: no secret may show
     env.update(extra_env or {})
     log_path = workdir / "server.log"
     log = open(log_path, "wb")
@@ -94,6 +109,7 @@ def start_server(
         stderr=subprocess.STDOUT,
     )
     server = ServerProcess(f"http://127.0.0.1:{port}", master_key or "", proc, workdir, config_path, log_path, env)
+    STARTED.append(server)
     if wait_ready:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -8,7 +8,18 @@ import os
 from ..config import load_config
 from .app import TidegateApp
 
+# Libraries whose DEBUG output carries secrets: botocore logs the canonical request it signs (the
+# AWS session token among its headers), HTTP clients log headers. `TIDEGATE_LOG_LEVEL=DEBUG` is
+# tidegate's own debug output; these stay at WARNING whatever it says.
+QUIET_LIBRARIES = ("botocore", "boto3", "urllib3", "google", "httpx", "httpcore", "asyncio", "hpack")
+
+
+def configure_logging() -> None:
+    logging.basicConfig(level=os.environ.get("TIDEGATE_LOG_LEVEL", "INFO"))
+    for name in QUIET_LIBRARIES:
+        logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))
+
 
 def create_app() -> TidegateApp:
-    logging.basicConfig(level=os.environ.get("TIDEGATE_LOG_LEVEL", "INFO"))
+    configure_logging()
     return TidegateApp(load_config(os.environ.get("TIDEGATE_CONFIG") or None), settle_heap=True)
