@@ -5,17 +5,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-import orjson
-
 from . import logpack
+from . import sqlite_leases as leases
 from .base import (
-    INTERRUPTED_ERROR,
     ApiKey,
     BeginResult,
     GenerationRecord,
@@ -47,14 +44,6 @@ _UPDATE_GENERATION = (
     + ", ".join(f"{c.strip()} = ?" for c in FINAL_COLUMNS.split(","))
     + " WHERE id = ? AND status = 'in_progress'"
 )
-_INTERRUPT = (
-    "UPDATE generations SET status = 'interrupted', finish_reason = 'error', error = ?"
-    " WHERE rowid > ? AND status = 'in_progress' AND owner = ?"
-)
-_INTERRUPTED_JSON = orjson.dumps(INTERRUPTED_ERROR).decode()
-# `instance_starts` row holding the newest rowid the last orphan sweep looked at (records below it
-# were all checked once; every owner since holds a lease before it writes a record)
-_ORPHAN_BOUND = "*orphans*"
 _INSERT_LOG_BATCH = (
     "INSERT OR REPLACE INTO generation_log_batches (generation_id, kind, first_seq, last_seq, data)"
     " VALUES (?, ?, ?, ?, ?)"
@@ -376,64 +365,18 @@ class SQLiteStore:
         result: GenerationRecord | None = await self._read(lambda db: _get_record(db, generation_id))
         return result
 
-    # --- leases (CONTRACT §10) ----------------------------------------------------------------------
-    # No index on status (it cost each request two WAL frames): generations are never deleted, so
-    # their rowids only grow, and every record an owner makes has a rowid above the newest one when
-    # it first took its lease (`first_rowid`). A sweep marks a dead owner's records from there.
-    def renew_lease_sync(self, owner: str, ttl_s: float) -> bool:
-        def _renew(db: sqlite3.Connection) -> bool:
-            expires = time.time() + ttl_s
-            if db.execute("UPDATE leases SET expires_at = ? WHERE owner = ?", (expires, owner)).rowcount:
-                return True
-            first = self._lease_first.get(owner)
-            if first is None:
-                first = int(db.execute("SELECT COALESCE(MAX(rowid), 0) FROM generations").fetchone()[0])
-                self._lease_first[owner] = first
-            db.execute("INSERT INTO leases (owner, first_rowid, expires_at) VALUES (?, ?, ?)", (owner, first, expires))
-            return False
-
-        return immediate(self._db(), _renew)
-
+    # --- leases (CONTRACT §10: `sqlite_leases.py`) ----------------------------------------------------
     async def renew_lease(self, owner: str, ttl_s: float) -> bool:
-        return bool(await self._run(self.renew_lease_sync, owner, ttl_s))
-
-    def release_lease_sync(self, owner: str) -> None:
-        def _release(db: sqlite3.Connection) -> None:
-            row = db.execute("SELECT first_rowid FROM leases WHERE owner = ?", (owner,)).fetchone()
-            if row is not None:
-                db.execute(_INTERRUPT, (_INTERRUPTED_JSON, row[0], owner))
-                db.execute("DELETE FROM leases WHERE owner = ?", (owner,))
-
-        immediate(self._db(), _release)
+        held = await self._run(
+            lambda: immediate(self._db(), lambda db: leases.renew(db, owner, ttl_s, self._lease_first))
+        )
+        return bool(held)
 
     async def release_lease(self, owner: str) -> None:
-        await self._run(self.release_lease_sync, owner)
-
-    def sweep_leases_sync(self, orphans: bool = False) -> int:
-        def _sweep(db: sqlite3.Connection) -> int:
-            marked = 0
-            dead = db.execute("SELECT owner, first_rowid FROM leases WHERE expires_at < ?", (time.time(),)).fetchall()
-            for owner, first in dead:
-                marked += db.execute(_INTERRUPT, (_INTERRUPTED_JSON, first, owner)).rowcount
-                db.execute("DELETE FROM leases WHERE owner = ?", (owner,))
-            if orphans:
-                row = db.execute("SELECT last_rowid FROM instance_starts WHERE owner = ?", (_ORPHAN_BOUND,)).fetchone()
-                marked += db.execute(
-                    "UPDATE generations SET status = 'interrupted', finish_reason = 'error', error = ?"
-                    " WHERE rowid > ? AND status = 'in_progress' AND owner NOT IN (SELECT owner FROM leases)",
-                    (_INTERRUPTED_JSON, row[0] if row else 0),
-                ).rowcount
-                db.execute(
-                    "INSERT OR REPLACE INTO instance_starts (owner, last_rowid)"
-                    " VALUES (?, (SELECT COALESCE(MAX(rowid), 0) FROM generations))",
-                    (_ORPHAN_BOUND,),
-                )
-            return marked
-
-        return immediate(self._db(), _sweep)
+        await self._run(lambda: immediate(self._db(), lambda db: leases.release(db, owner)))
 
     async def sweep_leases(self, *, orphans: bool = False) -> int:
-        return int(await self._run(self.sweep_leases_sync, orphans))
+        return int(await self._run(lambda: immediate(self._db(), lambda db: leases.sweep(db, orphans))))
 
     # --- idempotency and logs ---------------------------------------------------------------------
     async def begin_generation(self, record: GenerationRecord) -> BeginResult:

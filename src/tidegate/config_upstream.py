@@ -1,0 +1,108 @@
+"""How a provider reaches its upstream, validated: its base URL (never user info, control characters
+or a cloud metadata address) and its connection options (proxy, TLS files, limits)."""
+
+from __future__ import annotations
+
+import ipaddress
+import ssl
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from .config_values import positive, typed
+from .errors import ConfigError
+
+# Cloud instance-metadata endpoints: an upstream there hands out the host's credentials
+_METADATA_HOSTS = frozenset({"169.254.169.254", "fd00:ec2::254", "metadata.google.internal", "100.100.100.200"})
+
+
+def _link_local(host: str) -> bool:
+    """169.254.0.0/16 and fe80::/10 however written (`2852039166` is 169.254.169.254 to a resolver)."""
+    try:
+        address = ipaddress.ip_address(int(host) if host.isdigit() else host)
+    except ValueError:
+        return False
+    return address.is_link_local
+
+
+def upstream_url(where: str, url: str) -> str:
+    """A provider's base URL: http(s), no control characters (a CR/LF would split the request head),
+    no user info (credentials come from the environment, and `user:pass@` was silently dropped), no
+    cloud metadata address. Returned without a trailing slash."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        raise ConfigError(f"{where}: contains a control character (CR, LF, tab...)")
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"{where}: must start with http:// or https://")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises on a bad port)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: not a valid URL ({exc})") from None
+    if not parts.hostname:
+        raise ConfigError(f"{where}: has no host")
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        raise ConfigError(f"{where}: must not carry user info (user:pass@); provider credentials come from api_key_env")
+    if parts.hostname.lower() in _METADATA_HOSTS or _link_local(parts.hostname):
+        raise ConfigError(f"{where}: {parts.hostname} is a link-local or cloud metadata address, never an upstream")
+    return url.rstrip("/")
+
+
+def connection_options(where: str, raw: dict[str, Any]) -> dict[str, Any]:
+    """`proxy`, `ca_file`, `client_cert`, `client_key`, `verify`, `max_connections`, `pool_idle_timeout_s`:
+    files are loaded here once so that a bad one is a config error naming its key, not a failed request."""
+    values: dict[str, Any] = {}
+    if "proxy" in raw:
+        proxy = raw["proxy"]
+        if proxy is not False and not isinstance(proxy, str):
+            raise ConfigError(f'{where}.proxy: expected "http://host:port" or false, got {proxy!r}')
+        if isinstance(proxy, str):
+            values["proxy"] = _proxy_url(f"{where}.proxy", proxy)
+        else:
+            values["proxy"] = False
+    for key in ("ca_file", "client_cert", "client_key"):
+        if key in raw:
+            path = str(typed(f"{where}.{key}", raw[key], str, "a path"))
+            if not Path(path).is_file():
+                raise ConfigError(f"{where}.{key}: no such file: {path}")
+            values[key] = path
+    if "client_key" in values and "client_cert" not in values:
+        raise ConfigError(f"{where}.client_key: needs client_cert (the certificate it belongs to)")
+    if "verify" in raw:
+        values["verify"] = bool(typed(f"{where}.verify", raw["verify"], bool, "true or false"))
+    if "max_connections" in raw:
+        count = typed(f"{where}.max_connections", raw["max_connections"], int, "an integer")
+        if count < 1:
+            raise ConfigError(f"{where}.max_connections: must be >= 1, got {count}")
+        values["max_connections"] = int(count)
+    if "pool_idle_timeout_s" in raw:
+        values["pool_idle_timeout_s"] = positive(f"{where}.pool_idle_timeout_s", raw["pool_idle_timeout_s"])
+    if "ca_file" in values:
+        try:
+            ssl.create_default_context(cafile=values["ca_file"])
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(f"{where}.ca_file: not a PEM certificate bundle ({type(exc).__name__})") from None
+    if "client_cert" in values:
+        try:
+            ssl.create_default_context().load_cert_chain(values["client_cert"], values.get("client_key"))
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(
+                f"{where}.client_cert: the certificate and its key do not load ({type(exc).__name__}: a PEM "
+                "certificate, with its unencrypted key in client_key or in the same file)"
+            ) from None
+    return values
+
+
+def _proxy_url(where: str, url: str) -> str:
+    """An `http://[user:pass@]host[:port]` proxy URL; the message never repeats it (it may hold a password)."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "http":
+        raise ConfigError(f'{where}: must start with http:// (an HTTP proxy; "https://" proxies are not supported)')
+    try:
+        parts.port  # noqa: B018 (validates the port)
+    except ValueError:
+        raise ConfigError(f"{where}: the port is not a number 0-65535") from None
+    if not parts.hostname:
+        raise ConfigError(f"{where}: has no host")
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ConfigError(f"{where}: must be http://host:port (no path)")
+    return url
