@@ -18,6 +18,7 @@ from typing import Any
 from ..config import Config, ModelConfig, Pricing, Route
 from ..errors import InvalidRequest, NoProviderAvailable
 from ..request import GenerationRequest, ProviderPrefs
+from ..store.base import ApiKey
 from .health import Health, route_key
 
 _PROVIDER_KEYS = {"order", "only", "ignore", "allow_fallbacks", "jurisdictions"}
@@ -50,11 +51,9 @@ def parse_provider_prefs(raw: Any) -> ProviderPrefs | None:
     )
 
 
-def key_jurisdictions(key: Any) -> tuple[str, ...] | None:
-    """The jurisdictions a key is pinned to (None: any). Keys get the field on the keys branch; until
-    then no key has one."""
-    value = getattr(key, "jurisdictions", None)
-    return tuple(value) if value else None
+def key_jurisdictions(key: ApiKey) -> tuple[str, ...] | None:
+    """The jurisdictions a key is pinned to (None: any)."""
+    return key.jurisdictions or None
 
 
 def route_price(route: Route, model: ModelConfig) -> Pricing | None:

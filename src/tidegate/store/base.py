@@ -21,6 +21,9 @@ class ApiKey:
     spent: float = 0.0
     revoked: bool = False
     is_master: bool = False
+    # the jurisdictions this key's requests may be served in (CONTRACT §12; None: any). Not stored
+    # yet: the keys API (issue 36) sets it
+    jurisdictions: tuple[str, ...] | None = None
 
     def public(self) -> dict[str, Any]:
         return {
