@@ -7,16 +7,16 @@ import ipaddress
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import click
 
+from .cli_keys import keys
 from .config import Config, load_config
 from .errors import ConfigError
 from .keys import make_key
 from .server.workers import Supervisor, claim_port, reuse_port_supported
-from .store.base import GenerationStore, open_store
+from .store.base import open_store
 
 T = TypeVar("T")
 
@@ -113,52 +113,7 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
     uvicorn.run(host=host, port=port, workers=workers, **options)
 
 
-@main.group()
-def keys() -> None:
-    """Manage API keys (stored as SHA-256 hashes)."""
-
-
-async def _with_store(config: Config, fn: Callable[[GenerationStore], Awaitable[T]]) -> T:
-    store = open_store(config.store.url)
-    await store.open()
-    try:
-        return await fn(store)
-    finally:
-        await store.close()
-
-
-@keys.command("create")
-@click.option("--name", required=True, help="a label for the key")
-@click.option("--credits", type=float, default=None, help="USD budget; omit for unlimited")
-@click.option("--config", "config_path", type=click.Path(), default=None)
-def keys_create(name: str, credits: float | None, config_path: str | None) -> None:
-    """Create a key; its secret is printed once, alone on the last line."""
-    if credits is not None and credits < 0:
-        raise click.BadParameter("must be >= 0", param_hint="--credits")
-    key, secret = make_key(name, credits)
-    asyncio.run(_with_store(_load(config_path), lambda store: store.create_key(key)))
-    click.echo(f"created key {key.id} ({name}); store the secret now, it is not shown again:")
-    click.echo(secret)
-
-
-@keys.command("list")
-@click.option("--config", "config_path", type=click.Path(), default=None)
-def keys_list(config_path: str | None) -> None:
-    """List keys (never their secrets)."""
-    for k in asyncio.run(_with_store(_load(config_path), lambda store: store.list_keys())):
-        credits = "unlimited" if k.credits is None else f"{k.credits:g} USD"
-        state = "revoked" if k.revoked else "active"
-        click.echo(f"{k.id}\t{k.name}\t{state}\tcredits={credits}\tspent={k.spent:g}")
-
-
-@keys.command("revoke")
-@click.argument("key")
-@click.option("--config", "config_path", type=click.Path(), default=None)
-def keys_revoke(key: str, config_path: str | None) -> None:
-    """Revoke a key by id or name."""
-    if not asyncio.run(_with_store(_load(config_path), lambda store: store.revoke_key(key))):
-        raise click.ClickException(f"no active key {key!r}")
-    click.echo(f"revoked {key}")
+main.add_command(keys)
 
 
 @main.group()

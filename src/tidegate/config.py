@@ -108,6 +108,7 @@ class ModelConfig:
     owned_by: str | None = None
     capabilities: tuple[str, ...] = ()
     context_length: int | None = None
+    max_output_tokens: int | None = None  # what a reservation assumes when a request names no cap (§11)
     strategy: str = "ordered"
     breaker: Breaker = Breaker()
     candidates: tuple[str, ...] = ()  # type = "router": catalog model ids
@@ -252,6 +253,7 @@ _MODEL_KEYS = {
     "owned_by",
     "capabilities",
     "context_length",
+    "max_output_tokens",
     "strategy",
     "breaker_failures",
     "breaker_cooldown_s",
@@ -323,6 +325,9 @@ def _parse_model(
     ctx = raw.get("context_length")
     if ctx is not None:
         ctx = int(positive(f"{where}.context_length", ctx))
+    max_out = raw.get("max_output_tokens")
+    if max_out is not None:
+        max_out = int(positive(f"{where}.max_output_tokens", max_out))
     return ModelConfig(
         id=model_id,
         type=str(mtype),
@@ -331,6 +336,7 @@ def _parse_model(
         owned_by=owned_by,
         capabilities=caps,
         context_length=ctx,
+        max_output_tokens=max_out,
         strategy=str(strategy),
         breaker=breaker,
         candidates=candidates,

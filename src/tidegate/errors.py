@@ -29,6 +29,7 @@ class TidegateError(Exception):
         self.message = message
         self.retry_after = retry_after
         self._code = code
+        self.headers: dict[str, str] | None = None  # more response headers (a limit's X-RateLimit-*)
 
     @property
     def error_code(self) -> str:
@@ -67,6 +68,10 @@ class Forbidden(TidegateError):
     status = 403
     code = "forbidden"
     type = "permission_error"
+
+
+class ModelNotAllowed(Forbidden):
+    code = "model_not_allowed"
 
 
 class NotFound(TidegateError):

@@ -58,7 +58,8 @@ def make_key(name: str, credits: float | None = None) -> tuple[ApiKey, str]:
 
 
 class Authenticator:
-    """Resolves `Authorization: Bearer <key>` to an ApiKey, comparing in constant time."""
+    """Resolves `Authorization: Bearer <key>` to an ApiKey (revoked and expired ones included: see
+    `unusable`), comparing in constant time."""
 
     def __init__(self, store: GenerationStore, master_key: str | None = None) -> None:
         self.store = store
@@ -76,6 +77,15 @@ class Authenticator:
         if self._master_hash is not None and hmac.compare_digest(digest, self._master_hash):
             return ApiKey(id=MASTER_ID, name="master", secret_hash=digest, created_at=0.0, is_master=True)
         key = await self.store.find_key_by_hash(digest)
-        if key is None or key.revoked or not hmac.compare_digest(key.secret_hash, digest):
+        if key is None or not hmac.compare_digest(key.secret_hash, digest):
             return None
-        return key
+        return key  # revoked or expired: the caller says which (401 either way)
+
+
+def unusable(key: ApiKey, now: float) -> str | None:
+    """Why `key` cannot be used now (CONTRACT §11: 401), or None."""
+    if key.revoked:
+        return "this API key was revoked"
+    if key.expires_at is not None and key.expires_at <= now:
+        return "this API key has expired"
+    return None

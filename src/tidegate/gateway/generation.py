@@ -12,6 +12,7 @@ from ..errors import TidegateError
 from ..events import Failed
 from ..request import GenerationRequest
 from ..store.base import ApiKey, BeginResult, GenerationRecord, GenerationStore
+from .admission import Admission, Ticket
 from .cancel import CancelSignal
 from .embedding_relay import EmbeddingRelay
 from .flusher import LogFlusher
@@ -106,6 +107,7 @@ class Gateway:
         self.router = router
         self.running: dict[str, Generation | EmbeddingGeneration] = {}
         self.instance = new_owner()  # this process start's owner id (gateway/leases.py)
+        self.admission = Admission(store, self.instance)
         self.flusher = LogFlusher()
 
     async def start(
@@ -138,6 +140,7 @@ class Gateway:
             regions=self.router.regions,
         )
         cancel = CancelSignal()
+        ticket = await self.admission.admit(key, model, request.model, generation_id, request)
         recorder = await self._begin(
             generation_id,
             door,
@@ -147,6 +150,7 @@ class Gateway:
             request.messages,
             idempotency_key,
             request_hash,
+            ticket,
             route_reason,
         )
         gen = Generation(
@@ -177,8 +181,9 @@ class Gateway:
         model = self.router.model(model_id, "embedding")
         routes = self.router.embedding_routes(model)
         cancel = asyncio.Event()
+        ticket = await self.admission.admit(key, model, model_id, generation_id, None)
         recorder = await self._begin(
-            generation_id, "embeddings", key, model, model_id, [], idempotency_key, request_hash
+            generation_id, "embeddings", key, model, model_id, [], idempotency_key, request_hash, ticket
         )
         gen = EmbeddingGeneration(
             id=generation_id,
@@ -202,9 +207,11 @@ class Gateway:
         messages: list[dict[str, object]],
         idempotency_key: str | None,
         request_hash: str | None,
+        ticket: Ticket | None,
         route_reason: str | None = None,
     ) -> Recorder:
-        """The record, durable before any upstream request; `ExistingGeneration` for a repeated key."""
+        """The record, durable before any upstream request; `ExistingGeneration` for a repeated key
+        (whose answer costs nothing: the ticket's reservation goes)."""
         record = GenerationRecord(
             id=generation_id,
             key_id=key.id,
@@ -216,9 +223,16 @@ class Gateway:
             owner=self.instance,
             route_reason=route_reason,
         )
-        recorder = Recorder(store=self.store, record=record, messages=messages, pricing=model.pricing)
-        begun = await self.store.begin_generation(record)  # durable before any upstream request
+        recorder = Recorder(store=self.store, record=record, messages=messages, pricing=model.pricing, ticket=ticket)
+        try:
+            begun = await self.store.begin_generation(record)  # durable before any upstream request
+        except BaseException:
+            if ticket is not None:
+                await asyncio.shield(ticket.settle(0.0, 0))
+            raise
         if begun.outcome != "created":
+            if ticket is not None:
+                await ticket.settle(0.0, 0)
             raise ExistingGeneration(begun)
         recorder.start_flushing(self.flusher)
         return recorder

@@ -43,6 +43,7 @@ from ..store.base import (
     LogRun,
     Usage,
 )
+from .admission import Ticket
 from .eventlog import encode_event
 from .flusher import LogFlusher
 from .usage import cost_of, estimate_usage, rough_usage, tokenizer_ready
@@ -56,6 +57,7 @@ class Recorder:
     record: GenerationRecord
     messages: list[dict[str, Any]]
     pricing: Pricing | None
+    ticket: Ticket | None = None  # the key's claim, settled with the record's cost (gateway/admission.py)
     started_at: float = field(default_factory=time.monotonic)
     text: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
@@ -328,8 +330,11 @@ class Recorder:
             metrics.TTFT.observe(rec.ttft_ms / 1000, rec.model)
         self.closed = True
         self._notify()
-        if rec.cost:
-            await self.store.add_spend(rec.key_id, rec.cost)
+        if self.ticket is not None:
+            try:
+                await self.ticket.settle(rec.cost, rec.usage.total_tokens)
+            except Exception:  # the record is final; a key's counters must not turn that into a failure
+                _log.exception("settling generation %s on key %s failed", rec.id, rec.key_id)
         return rec
 
     async def _outcome(

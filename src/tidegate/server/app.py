@@ -11,15 +11,15 @@ from typing import Any
 
 from .. import metrics
 from ..config import Config
-from ..errors import InsufficientCredits, MethodNotAllowed, NotFound, TidegateError, Unauthorized
+from ..errors import MethodNotAllowed, NotFound, TidegateError, Unauthorized
 from ..gateway.generation import Gateway
 from ..gateway.health import route_key
 from ..gateway.leases import Leases
 from ..gateway.router import Router
 from ..ids import new_ulid
-from ..keys import Authenticator
+from ..keys import Authenticator, unusable
 from ..store.base import ApiKey, GenerationStore, open_store
-from . import chat, generations, heap, models, ops, replay, routes_admin
+from . import chat, generations, heap, keys_admin, models, ops, replay, routes_admin
 from . import embeddings as embeddings_door
 from . import images as images_door
 from . import native as native_door
@@ -44,6 +44,11 @@ _ROUTES: list[tuple[str, re.Pattern[str], KeyedHandler]] = [
     ("POST", re.compile(r"^/api/v1/images/generations$"), images_door.native_images),
     ("GET", re.compile(r"^/api/v1/generations/(?P<id>[0-9A-Za-z]{1,64})$"), generations.get_generation),
     ("GET", re.compile(r"^/api/v1/routes$"), routes_admin.list_routes),
+    # the keys admin API: one handler per path, which answers its methods (CONTRACT §11)
+    ("*", re.compile(r"^/api/v1/keys$"), keys_admin.keys_collection),
+    ("*", re.compile(r"^/api/v1/keys/(?P<id>[0-9A-Za-z_]{1,64})$"), keys_admin.key_item),
+    ("POST", re.compile(r"^/api/v1/keys/(?P<id>[0-9A-Za-z_]{1,64})/credits$"), keys_admin.key_credits),
+    ("GET", re.compile(r"^/api/v1/usage$"), keys_admin.usage_report),
     (
         "POST",
         re.compile(r"^/api/v1/generations/(?P<id>[0-9A-Za-z]{1,64})/cancel$"),
@@ -56,6 +61,8 @@ def _route_label(path: str) -> str:
     """Low-cardinality route label: ids in paths are replaced."""
     if path.startswith("/api/v1/generations/"):
         return "/api/v1/generations/{id}" + ("/cancel" if path.endswith("/cancel") else "")
+    if path.startswith("/api/v1/keys/"):
+        return "/api/v1/keys/{id}" + ("/credits" if path.endswith("/credits") else "")
     known = ("/v1/", "/api/v1/", "/healthz", "/readyz", "/metrics")
     return path if path.startswith(known) and len(path) < 64 else "other"
 
@@ -127,7 +134,7 @@ class TidegateApp:
             match = pattern.match(path)
             if match is None:
                 continue
-            if req.method != method:
+            if method != "*" and req.method != method:
                 raise MethodNotAllowed(f"use {method} {path}")
             req.path_params = match.groupdict()
             key = await self._authenticate(req)
@@ -139,8 +146,9 @@ class TidegateApp:
         key = await self.state.auth.authenticate(req.header("authorization"))
         if key is None:
             raise Unauthorized("missing or unknown API key: send 'Authorization: Bearer <key>'")
-        if key.credits is not None and key.spent >= key.credits:
-            raise InsufficientCredits("this API key has no credits left")
+        reason = unusable(key, time.time())
+        if reason is not None:
+            raise Unauthorized(reason)
         return key
 
     async def _housekeeping(self) -> None:

@@ -110,6 +110,9 @@ async def serve_generation(req: Request, state: AppState, key: ApiKey, spec: Doo
     except ExistingGeneration as existing:
         await answer_existing(req, state, existing.result, streaming)
         return
+    ticket = gen.recorder.ticket
+    if ticket is not None and ticket.headers:
+        req.extra_headers = ticket.headers  # the key's X-RateLimit-* on the answer, whichever it is
     # A request without Idempotency-Key is cancelled when its client goes away (CONTRACT §7).
     cancel_on_disconnect = gen.cancel if gen.record.idempotency_key is None else None
     try:

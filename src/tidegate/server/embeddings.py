@@ -69,6 +69,9 @@ async def embeddings(req: Request, state: AppState, key: ApiKey) -> None:
     except ExistingGeneration as existing:
         await answer_existing(req, state, existing.result, streaming=False)
         return
+    ticket = gen.recorder.ticket
+    if ticket is not None and ticket.headers:
+        req.extra_headers = ticket.headers
     try:
         await _embed(req, gen, request, state.gateway.router.regions)
     finally:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from types import CoroutineType
 from typing import Any
+from urllib.parse import parse_qs
 
 import orjson
 
@@ -32,6 +34,8 @@ class Request:
     _headers: dict[str, str] | None = None  # decoded on first use, dropped when a stream starts
     _unfinished: Awaitable[Any] | None = None  # a `write_now` the client's flow control held up
     _chunked: Any = None  # the server's request cycle once a chunked body started (`direct_body.py`)
+    # headers every answer to this request carries from here on (a key's X-RateLimit-*, CONTRACT §11)
+    extra_headers: dict[str, str] | None = None
 
     @classmethod
     def from_scope(cls, scope: Scope, receive: Receive, send: Send) -> Request:
@@ -55,6 +59,14 @@ class Request:
                     headers[key] = f"{headers[key]}, {value}" if key in headers else value
             self._headers = headers
         return headers.get(name, default)
+
+    def query(self, name: str) -> str | None:
+        """One query-string parameter (the first when repeated), decoded; None when absent."""
+        raw = self.scope.get("query_string", b"")
+        if not raw:
+            return None
+        values = parse_qs(raw.decode("latin-1"), keep_blank_values=True).get(name)
+        return values[0] if values else None
 
     @property
     def method(self) -> str:
@@ -108,6 +120,9 @@ class Request:
             out.append((b"x-generation-id", self.generation_id.encode()))
         for k, v in (extra or {}).items():
             out.append((k.lower().encode("latin-1"), v.encode("latin-1")))
+        if self.extra_headers:
+            for k, v in self.extra_headers.items():
+                out.append((k.encode("latin-1"), v.encode("latin-1")))
         return out
 
     async def start(
@@ -189,8 +204,10 @@ class Request:
 
     async def respond_error(self, error: TidegateError, extra: dict[str, str] | None = None) -> None:
         headers = dict(extra or {})
-        if error.retry_after is not None:
-            headers["retry-after"] = str(max(1, round(error.retry_after)))
+        if error.headers:
+            headers.update(error.headers)
+        if error.retry_after is not None:  # whole seconds, up: a client that waits that long gets in
+            headers["retry-after"] = str(max(1, math.ceil(error.retry_after - 1e-6)))
         await self.respond_json(error.status, error.body(), headers)
 
 

@@ -37,7 +37,6 @@ def routes_view(state: AppState) -> dict[str, Any]:
 
 
 async def list_routes(req: Request, state: AppState, key: ApiKey) -> None:
-    # admin keys (`admin = true`) come with the keys branch; until then the master key is the admin
-    if not (key.is_master or getattr(key, "admin", False)):
+    if not (key.is_master or key.admin):
         raise Forbidden("GET /api/v1/routes is an admin endpoint: use the master key or an admin key")
     await req.respond_json(200, routes_view(state))

@@ -8,7 +8,21 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from .admit import Ask, Decision
+
 GENERATION_STATUSES = ("in_progress", "completed", "failed", "cancelled", "interrupted")
+
+
+@dataclass(frozen=True, slots=True)
+class KeyLimits:
+    """A key's rate limits (CONTRACT §11); None: no such limit."""
+
+    rpm: int | None = None
+    tpm: int | None = None
+    concurrent: int | None = None
+
+    def any(self) -> bool:
+        return self.rpm is not None or self.tpm is not None or self.concurrent is not None
 
 
 @dataclass(slots=True)
@@ -18,20 +32,68 @@ class ApiKey:
     secret_hash: str
     created_at: float
     credits: float | None = None  # None = unlimited
-    spent: float = 0.0
+    spent: float = 0.0  # in the current budget period
     revoked: bool = False
     is_master: bool = False
-    # the jurisdictions this key's requests may be served in (CONTRACT §12; None: any). Not stored
-    # yet: the keys API (issue 36) sets it
+    budget_period: str | None = None  # None | "daily" | "monthly" (UTC)
+    limits: KeyLimits = KeyLimits()
+    models: tuple[str, ...] | None = None  # the model ids it may use; None: all
+    expires_at: float | None = None
+    admin: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+    # the jurisdictions this key's requests may be served in (CONTRACT §12; None: any)
     jurisdictions: tuple[str, ...] | None = None
+    period_start: float = 0.0  # the budget period `spent` counts (0: none yet)
+    reserved: float = 0.0  # the live reservations' sum, as last read (display only)
+
+    def __repr__(self) -> str:  # never the hash: logs and tracebacks show the public id
+        return f"ApiKey(id={self.id!r}, name={self.name!r})"
+
+    @property
+    def needs_admission(self) -> bool:
+        """Whether a generation must pass the store's admission (credits or limits to hold)."""
+        return self.credits is not None or self.limits.any()
+
+    def settings(self) -> dict[str, Any]:
+        """What the stores keep as one JSON document beside the counters."""
+        return {
+            "budget_period": self.budget_period,
+            "limits": {"rpm": self.limits.rpm, "tpm": self.limits.tpm, "concurrent": self.limits.concurrent},
+            "models": list(self.models) if self.models is not None else None,
+            "expires_at": self.expires_at,
+            "admin": self.admin,
+            "metadata": self.metadata,
+            "jurisdictions": list(self.jurisdictions) if self.jurisdictions is not None else None,
+        }
+
+    def apply_settings(self, settings: dict[str, Any]) -> None:
+        limits = settings.get("limits") or {}
+        self.budget_period = settings.get("budget_period")
+        self.limits = KeyLimits(limits.get("rpm"), limits.get("tpm"), limits.get("concurrent"))
+        models, juris = settings.get("models"), settings.get("jurisdictions")
+        self.models = tuple(models) if models is not None else None
+        self.expires_at = settings.get("expires_at")
+        self.admin = bool(settings.get("admin", False))
+        self.metadata = dict(settings.get("metadata") or {})
+        self.jurisdictions = tuple(juris) if juris is not None else None
 
     def public(self) -> dict[str, Any]:
+        """The key as the admin API shows it (CONTRACT §11): never the secret or its hash."""
         return {
             "id": self.id,
+            "object": "api_key",
             "name": self.name,
-            "created_at": self.created_at,
             "credits": self.credits,
             "spent": round(self.spent, 10),
+            "reserved": round(self.reserved, 10),
+            "budget_period": self.budget_period,
+            "limits": {"rpm": self.limits.rpm, "tpm": self.limits.tpm, "concurrent": self.limits.concurrent},
+            "models": list(self.models) if self.models is not None else None,
+            "expires_at": self.expires_at,
+            "admin": self.admin,
+            "metadata": self.metadata,
+            "jurisdictions": list(self.jurisdictions) if self.jurisdictions is not None else None,
+            "created_at": self.created_at,
             "revoked": self.revoked,
         }
 
@@ -196,7 +258,33 @@ class GenerationStore(Protocol):
 
     async def count_keys(self) -> int: ...
 
-    async def add_spend(self, key_id: str, cost: float) -> None: ...
+    async def get_key(self, key_id: str) -> ApiKey | None:
+        """The key with `reserved` summed over its live reservations."""
+        ...
+
+    async def save_key(self, key: ApiKey) -> bool:
+        """Write what an admin may change (name, credits, revoked, settings); never the counters.
+        False when there is no such key."""
+        ...
+
+    async def top_up(self, key_id: str, amount: float) -> ApiKey | None:
+        """Atomically add `amount` USD to a key's credits (not an unlimited key's: None)."""
+        ...
+
+    async def admit(self, ask: Ask, now: float) -> Decision:
+        """CONTRACT §11's admission in one transaction (store/admit.py): roll the budget period,
+        check concurrency, rate limits and credits against every instance's live reservations, and
+        when admitted record the reservation and the limits' new state."""
+        ...
+
+    async def settle(self, key_id: str, generation_id: str, cost: float, tokens: int, period_floor: float) -> None:
+        """A generation ended: its reservation (if any) goes, `cost` is spent (in the period of
+        `period_floor`), and the tokens limit counts `tokens` instead of the reserved ones."""
+        ...
+
+    async def usage(self, start: float, end: float, group_by: str) -> list[dict[str, Any]]:
+        """CONTRACT §11's usage report over the records created in [start, end)."""
+        ...
 
     # Generations
     async def create_generation(self, record: GenerationRecord) -> None: ...

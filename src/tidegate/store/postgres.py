@@ -17,6 +17,8 @@ import asyncpg  # type: ignore[import-untyped]
 import orjson
 
 from . import logpack
+from . import postgres_keys as pg_keys
+from .admit import Ask, Decision
 from .base import (
     INTERRUPTED_ERROR,
     ApiKey,
@@ -27,7 +29,7 @@ from .base import (
     SharedRouteHealth,
     polling_follow,
 )
-from .rows import GEN_COLUMNS, GEN_COUNT, key_from_row, record_from_row, record_params
+from .rows import GEN_COLUMNS, GEN_COUNT, record_from_row, record_params
 from .schema import upgrade
 
 _GEN_COLUMNS = GEN_COLUMNS
@@ -54,7 +56,6 @@ _SELECT_LOG = (
     " ORDER BY 1"
 )
 _SELECT_GEN = f"SELECT {_GEN_COLUMNS} FROM generations WHERE id = $1"
-_KEY_COLUMNS = "id, name, secret_hash, created_at, credits, spent, revoked"
 _INTERRUPTED_ERROR = orjson.dumps(INTERRUPTED_ERROR).decode()
 # A lease's expiry is the database's clock (`now()`): gateways on several hosts need not agree on time.
 # One statement marks the running records of owners whose lease expired (deleted by it) and, with
@@ -144,26 +145,33 @@ class PostgresStore:
         except (asyncpg.PostgresError, OSError, RuntimeError, TimeoutError, asyncpg.InterfaceError):
             return False
 
-    # --- keys -------------------------------------------------------------------------------------
+    # --- keys (store/postgres_keys.py) -------------------------------------------------------------
     async def create_key(self, key: ApiKey) -> None:
-        await self.pool.execute(
-            f"INSERT INTO api_keys ({_KEY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            key.id,
-            key.name,
-            key.secret_hash,
-            float(key.created_at),
-            None if key.credits is None else float(key.credits),
-            float(key.spent),
-            key.revoked,
-        )
+        await pg_keys.create(self.pool, key)
 
     async def find_key_by_hash(self, secret_hash: str) -> ApiKey | None:
-        row = await self.pool.fetchrow(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE secret_hash = $1", secret_hash)
-        return key_from_row(row) if row is not None else None
+        return await pg_keys.find_by_hash(self.pool, secret_hash)
+
+    async def get_key(self, key_id: str) -> ApiKey | None:
+        return await pg_keys.get(self.pool, key_id)
 
     async def list_keys(self) -> list[ApiKey]:
-        rows = await self.pool.fetch(f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY created_at, id")
-        return [key_from_row(r) for r in rows]
+        return await pg_keys.list_all(self.pool)
+
+    async def save_key(self, key: ApiKey) -> bool:
+        return await pg_keys.save(self.pool, key)
+
+    async def top_up(self, key_id: str, amount: float) -> ApiKey | None:
+        return await pg_keys.top_up(self.pool, key_id, amount)
+
+    async def admit(self, ask: Ask, now: float) -> Decision:
+        return await pg_keys.admit(self.pool, ask)  # on the database's clock
+
+    async def settle(self, key_id: str, generation_id: str, cost: float, tokens: int, period_floor: float) -> None:
+        await pg_keys.settle(self.pool, key_id, generation_id, cost, tokens, period_floor)
+
+    async def usage(self, start: float, end: float, group_by: str) -> list[dict[str, Any]]:
+        return await pg_keys.usage(self.pool, start, end, group_by)
 
     async def revoke_key(self, key_id_or_name: str) -> bool:
         status = await self.pool.execute(
@@ -173,9 +181,6 @@ class PostgresStore:
 
     async def count_keys(self) -> int:
         return int(await self.pool.fetchval("SELECT COUNT(*) FROM api_keys WHERE NOT revoked"))
-
-    async def add_spend(self, key_id: str, cost: float) -> None:
-        await self.pool.execute("UPDATE api_keys SET spent = spent + $2 WHERE id = $1", key_id, float(cost))
 
     # --- generations ------------------------------------------------------------------------------
     async def create_generation(self, record: GenerationRecord) -> None:

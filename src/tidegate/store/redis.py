@@ -1,7 +1,7 @@
 """Redis store (`redis://host:port/db?prefix=tidegate:&retention_hours=24&max_connections=64`), shared by many gateways.
 
 Layout, every key under `prefix` (default `tidegate:`):
-- `key:{id}` hash (each field JSON-encoded), `keyhash:{secret_hash}` -> id, `keys` zset of ids by created_at.
+- keys: `key:{id}`, `keyhash:{secret_hash}`, `keys`, `resv:{id}` (store/redis_keys.py).
 - `gen:{id}` hash, one JSON-encoded value per `GenerationRecord` field (Lua can read/patch `status`).
 - `idem:{len(key_id)}:{key_id}:{idempotency_key}` hash (gen, hash, created_at) + `idem` zset by created_at.
 - `log:{id}:{kind}` zset, one member per run of entries a flush wrote (`logpack`: its first seq, every
@@ -30,8 +30,9 @@ from redis.asyncio.client import PubSub
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
-from . import logpack
+from . import logpack, redis_keys
 from . import redis_scripts as scripts
+from .admit import Ask, Decision
 from .base import (
     INTERRUPTED_ERROR,
     ApiKey,
@@ -48,7 +49,6 @@ DEFAULT_PREFIX = "tidegate:"
 DEFAULT_MAX_CONNECTIONS = 64  # per gateway process, for commands (`?max_connections=N` in the URL)
 _MAX_FOLLOWERS = 1000  # live followers (resume/replay of a generation another instance runs) at once
 _GEN_FIELDS = tuple(f.name for f in fields(GenerationRecord))
-_KEY_FIELDS = ("id", "name", "secret_hash", "created_at", "credits", "spent", "revoked")
 _IN_PROGRESS = b'"in_progress"'
 _SEQ = struct.Struct(">q")
 
@@ -107,18 +107,6 @@ def _gen_from(values: dict[str, Any]) -> GenerationRecord:
     return GenerationRecord(**{k: v for k, v in values.items() if k in _GEN_FIELDS})
 
 
-def _key_from(values: dict[str, Any]) -> ApiKey:
-    return ApiKey(
-        id=values["id"],
-        name=values["name"],
-        secret_hash=values["secret_hash"],
-        created_at=values["created_at"],
-        credits=values["credits"],
-        spent=float(values["spent"]),
-        revoked=bool(values["revoked"]),
-    )
-
-
 class RedisStore:
     def __init__(self, url: str, *, prefix: str | None = None, retention_hours: float | None = None) -> None:
         self.url, params = _split_url(url)
@@ -162,7 +150,10 @@ class RedisStore:
         sources = {
             "create_key": scripts.CREATE_KEY,
             "scan_keys": scripts.SCAN_KEYS,
-            "add_spend": scripts.ADD_SPEND,
+            "admit": scripts.ADMIT,
+            "settle": scripts.SETTLE,
+            "top_up": scripts.TOP_UP,
+            "save_key": scripts.SAVE_KEY,
             "put_gen": scripts.PUT_GEN,
             "begin": scripts.BEGIN,
             "renew_lease": scripts.RENEW_LEASE,
@@ -190,32 +181,69 @@ class RedisStore:
         except (RedisError, OSError, RuntimeError):
             return False
 
-    # --- keys -------------------------------------------------------------------------------------
+    # --- keys (store/redis_keys.py) ----------------------------------------------------------------
     async def create_key(self, key: ApiKey) -> None:
-        values = [key.id, key.name, key.secret_hash, key.created_at, key.credits, key.spent, key.revoked]
-        pairs: list[Any] = []
-        for name, value in zip(_KEY_FIELDS, values, strict=True):
-            pairs += [name, _enc(value)]
         await self._run(
             "create_key",
             [self._k("key", key.id), self._k("keyhash", key.secret_hash), self._k("keys")],
-            [key.id, repr(float(key.created_at)), *pairs],
+            [key.id, repr(float(key.created_at)), *redis_keys.fields_of(key)],
         )
 
     async def _get_key(self, key_id: str) -> ApiKey | None:
         flat = await self._cmd("HGETALL", self._k("key", key_id))
         if not flat:
             return None
-        return _key_from({k.decode(): orjson.loads(v) for k, v in flat.items()})
+        return redis_keys.key_from({k.decode(): orjson.loads(v) for k, v in flat.items()})
 
     async def find_key_by_hash(self, secret_hash: str) -> ApiKey | None:
         key_id = await self._cmd("GET", self._k("keyhash", secret_hash))
         return await self._get_key(key_id.decode()) if key_id is not None else None
 
+    async def get_key(self, key_id: str) -> ApiKey | None:
+        key = await self._get_key(key_id)
+        if key is not None:
+            held = await self._redis.hgetall(self._k("resv", key_id))
+            owners = sorted({orjson.loads(v)["owner"] for v in held.values()})
+            alive = {o for o in owners if await self._cmd("EXISTS", self._k("lease", o))}
+            key.reserved = redis_keys.live_reserved(held, alive)
+        return key
+
     async def list_keys(self) -> list[ApiKey]:
         ids = await self._cmd("ZRANGE", self._k("keys"), 0, -1)
         out = [await self._get_key(i.decode()) for i in ids]
         return [k for k in out if k is not None]
+
+    async def save_key(self, key: ApiKey) -> bool:
+        return bool(await self._run("save_key", [self._k("key", key.id)], redis_keys.admin_fields(key)))
+
+    async def top_up(self, key_id: str, amount: float) -> ApiKey | None:
+        if not await self._run("top_up", [self._k("key", key_id)], [repr(float(amount))]):
+            return None
+        return await self.get_key(key_id)
+
+    async def admit(self, ask: Ask, now: float) -> Decision:
+        raw = await self._run(
+            "admit",
+            [self._k("key", ask.key_id), self._k("resv", ask.key_id)],
+            [self.prefix, ask.generation_id, ask.owner, repr(float(ask.amount)), ask.tokens, repr(ask.period_floor)],
+        )
+        return redis_keys.decision_from(raw)
+
+    async def settle(self, key_id: str, generation_id: str, cost: float, tokens: int, period_floor: float) -> None:
+        await self._run(
+            "settle",
+            [self._k("key", key_id), self._k("resv", key_id)],
+            [generation_id, repr(float(cost)), tokens, repr(period_floor)],
+        )
+
+    async def usage(self, start: float, end: float, group_by: str) -> list[dict[str, Any]]:
+        """A scan of every record (Redis keeps no index by time): an operator's report, not a hot path."""
+        names = ("key_id", "model", "provider", "created_at", "status", "usage", "cost", "usage_estimated")
+        records: list[dict[str, Any]] = []
+        async for gen_key in self._redis.scan_iter(match=self._k("gen", "*"), count=1000):
+            values = await self._redis.hmget(gen_key, names)
+            records.append({n: orjson.loads(v) for n, v in zip(names, values, strict=True) if v is not None})
+        return redis_keys.usage_groups(records, start, end, group_by)
 
     async def revoke_key(self, key_id_or_name: str) -> bool:
         n = await self._run("scan_keys", [self._k("keys")], [self.prefix, _enc(key_id_or_name), "revoke"])
@@ -223,9 +251,6 @@ class RedisStore:
 
     async def count_keys(self) -> int:
         return int(await self._run("scan_keys", [self._k("keys")], [self.prefix, b"", "count"]))
-
-    async def add_spend(self, key_id: str, cost: float) -> None:
-        await self._run("add_spend", [self._k("key", key_id)], [repr(float(cost))])
 
     # --- generations ------------------------------------------------------------------------------
     async def _put(self, mode: str, record: GenerationRecord) -> bool:

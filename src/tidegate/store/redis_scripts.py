@@ -29,8 +29,109 @@ end
 return n
 """
 
-ADD_SPEND = """
-if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('HINCRBYFLOAT', KEYS[1], 'spent', ARGV[1]) end
+# Admission (CONTRACT §11; the same arithmetic as store/admit.py, which documents it) on Redis's
+# clock. KEYS: the key hash, its reservations hash. ARGV: prefix, generation id, owner, amount, tokens,
+# period floor. Returns the decision as JSON.
+ADMIT = """
+local function num(v) if v == nil or v == false then return nil end local x = cjson.decode(v)
+  if x == cjson.null then return nil end return tonumber(x) end
+local function lim(t, name) local x = t and t[name] if x == nil or x == cjson.null then return nil end return x end
+if redis.call('EXISTS', KEYS[1]) == 0 then return cjson.encode({admitted = false, refusal = 'credits', balance = 0}) end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local v = redis.call('HMGET', KEYS[1], 'credits', 'spent', 'period_start', 'settings', 'rpm_tat', 'tpm_tat')
+local credits, spent, period_start = num(v[1]), num(v[2]) or 0, num(v[3]) or 0
+local settings = v[4] and cjson.decode(v[4]) or {}
+local limits = settings.limits
+if limits == cjson.null then limits = nil end
+local rpm, tpm, concurrent = lim(limits, 'rpm'), lim(limits, 'tpm'), lim(limits, 'concurrent')
+local rpm_tat, tpm_tat = num(v[5]) or 0, num(v[6]) or 0
+local live, reserved, alive = 0, 0, {}
+local held = redis.call('HGETALL', KEYS[2])
+for i = 1, #held, 2 do
+  local r = cjson.decode(held[i + 1])
+  if alive[r.owner] == nil then alive[r.owner] = redis.call('EXISTS', ARGV[1] .. 'lease:' .. r.owner) == 1 end
+  if alive[r.owner] then live = live + 1; reserved = reserved + r.amount else redis.call('HDEL', KEYS[2], held[i]) end
+end
+local floor = tonumber(ARGV[6])
+if floor > period_start then
+  spent, period_start = 0, floor
+  redis.call('HSET', KEYS[1], 'spent', '0', 'period_start', tostring(floor))
+end
+local amount, tokens = tonumber(ARGV[4]), tonumber(ARGV[5])
+local d = {admitted = false, rates = {}}
+if credits then d.balance = credits - spent - reserved end
+if concurrent and live >= concurrent then d.refusal = 'concurrent'; d.retry_after = 1; return cjson.encode(d) end
+local function gcra(tat, limit, cost)
+  local interval = 60 / limit
+  local base = math.max(tat, now)
+  local new_tat = base + cost * interval
+  local ahead = new_tat - now
+  if ahead > 60 + 1e-9 then
+    local wait = ahead - 60
+    if cost > limit then wait = 60 end
+    return false, wait, math.max(0, math.floor((60 - (base - now)) / interval + 1e-9)), base - now
+  end
+  return true, new_tat, math.max(0, math.floor((60 - ahead) / interval + 1e-9)), ahead
+end
+local new_rpm, new_tpm = rpm_tat, tpm_tat
+if rpm then
+  local ok, value, remaining, reset = gcra(rpm_tat, rpm, 1)
+  d.rates.requests = {rpm, remaining, reset}
+  if not ok then d.refusal = 'rpm'; d.retry_after = value; return cjson.encode(d) end
+  new_rpm = value
+end
+if tpm then
+  local ok, value, remaining, reset = gcra(tpm_tat, tpm, tokens)
+  d.rates.tokens = {tpm, remaining, reset}
+  if not ok then d.refusal = 'tpm'; d.retry_after = value; return cjson.encode(d) end
+  new_tpm = value
+end
+if credits and (spent >= credits or spent + reserved + amount > credits + 1e-9) then
+  d.refusal = 'credits'; return cjson.encode(d)
+end
+d.admitted = true
+redis.call('HSET', KEYS[1], 'rpm_tat', string.format('%.6f', new_rpm), 'tpm_tat', string.format('%.6f', new_tpm))
+redis.call('HSET', KEYS[2], ARGV[2], cjson.encode({owner = ARGV[3], amount = amount, tokens = tokens}))
+return cjson.encode(d)
+"""
+
+# KEYS: the key hash, its reservations hash. ARGV: generation id, cost, tokens used, period floor.
+SETTLE = """
+local held = redis.call('HGET', KEYS[2], ARGV[1])
+if held then redis.call('HDEL', KEYS[2], ARGV[1]) end
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local v = redis.call('HMGET', KEYS[1], 'spent', 'period_start', 'settings', 'tpm_tat')
+local spent, period_start = tonumber(cjson.decode(v[1] or '0')), tonumber(cjson.decode(v[2] or '0'))
+local floor = tonumber(ARGV[4])
+if floor > period_start then spent, period_start = 0, floor end
+spent = spent + tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], 'spent', string.format('%.17g', spent), 'period_start', tostring(period_start))
+if held then
+  local settings = v[3] and cjson.decode(v[3]) or {}
+  local limits = settings.limits
+  local tpm = limits and limits ~= cjson.null and limits.tpm
+  local reserved = cjson.decode(held).tokens
+  if tpm and tpm ~= cjson.null and reserved ~= tonumber(ARGV[3]) then
+    local tat = tonumber(cjson.decode(v[4] or '0')) + (tonumber(ARGV[3]) - reserved) * (60 / tpm)
+    redis.call('HSET', KEYS[1], 'tpm_tat', string.format('%.6f', tat))
+  end
+end
+return 1
+"""
+
+# KEYS: the key hash. ARGV: amount. Unlimited keys (credits null) take no top-up.
+TOP_UP = """
+local c = redis.call('HGET', KEYS[1], 'credits')
+if not c or c == 'null' then return 0 end
+redis.call('HSET', KEYS[1], 'credits', string.format('%.17g', tonumber(c) + tonumber(ARGV[1])))
+return 1
+"""
+
+# KEYS: the key hash. ARGV: field, value pairs (an admin's change; never the counters).
+SAVE_KEY = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV))
 return 1
 """
 

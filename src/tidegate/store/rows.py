@@ -14,7 +14,7 @@ GEN_COLUMNS = (
     "route_reason"
 )
 GEN_COUNT = 21
-KEY_COLUMNS = "id, name, secret_hash, created_at, credits, spent, revoked"
+KEY_COLUMNS = "id, name, secret_hash, created_at, credits, spent, revoked, settings, period_start"
 # What a generation's final update may change: its identity (key, model, door, creation time, request hash,
 # idempotency key, owner) is written once. Leaving those out of the UPDATE matters in SQLite: every
 # column named in SET rewrites the index entries over it (`created_at`) even when the value is equal.
@@ -92,7 +92,7 @@ def record_from_row(row: Any) -> GenerationRecord:
 
 
 def key_from_row(row: Any) -> ApiKey:
-    return ApiKey(
+    key = ApiKey(
         id=row[0],
         name=row[1],
         secret_hash=row[2],
@@ -100,4 +100,40 @@ def key_from_row(row: Any) -> ApiKey:
         credits=row[4],
         spent=row[5],
         revoked=bool(row[6]),
+        period_start=row[8],
     )
+    key.apply_settings(orjson.loads(row[7]))
+    return key
+
+
+def key_params(key: ApiKey) -> tuple[Any, ...]:
+    """KEY_COLUMNS' values for an INSERT."""
+    return (
+        key.id,
+        key.name,
+        key.secret_hash,
+        float(key.created_at),
+        None if key.credits is None else float(key.credits),
+        float(key.spent),
+        key.revoked,
+        orjson.dumps(key.settings()).decode(),
+        float(key.period_start),
+    )
+
+
+# CONTRACT §11's usage groups: the SQL expression each groups by (`{day}`: the store's own UTC date)
+USAGE_GROUPS = {"key": "key_id", "model": "model", "provider": "provider", "day": "{day}"}
+FAILED_STATUSES = "('failed', 'interrupted')"
+
+
+def usage_row(row: Any) -> dict[str, Any]:
+    """One group of the usage report from (group, requests, failures, prompt, completion, cost, estimated)."""
+    return {
+        "group": row[0],
+        "requests": int(row[1]),
+        "failures": int(row[2] or 0),
+        "prompt_tokens": int(row[3] or 0),
+        "completion_tokens": int(row[4] or 0),
+        "cost": round(float(row[5] or 0.0), 10),
+        "estimated_requests": int(row[6] or 0),
+    }

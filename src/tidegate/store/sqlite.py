@@ -10,8 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from . import logpack
+from . import logpack, sqlite_keys
 from . import sqlite_leases as leases
+from .admit import Ask, Decision
 from .base import (
     ApiKey,
     BeginResult,
@@ -22,7 +23,7 @@ from .base import (
     polling_follow,
 )
 from .group_commit import GroupCommit, immediate, is_locked
-from .rows import FINAL_COLUMNS, GEN_COLUMNS, GEN_COUNT, final_params, key_from_row, record_from_row, record_params
+from .rows import FINAL_COLUMNS, GEN_COLUMNS, GEN_COUNT, final_params, record_from_row, record_params
 from .schema import apply_in_memory, upgrade
 
 T = TypeVar("T")
@@ -263,40 +264,42 @@ class SQLiteStore:
         except sqlite3.Error:
             return False
 
-    # --- keys -------------------------------------------------------------------------------------
+    # --- keys (store/sqlite_keys.py) ---------------------------------------------------------------
     def create_key_sync(self, key: ApiKey) -> None:
-        self._db().execute(
-            "INSERT INTO api_keys (id, name, secret_hash, created_at, credits, spent, revoked)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (key.id, key.name, key.secret_hash, key.created_at, key.credits, key.spent, int(key.revoked)),
-        )
+        immediate(self._db(), lambda db: sqlite_keys.create(db, key))
 
     async def create_key(self, key: ApiKey) -> None:
         await self._run(self.create_key_sync, key)
 
     async def find_key_by_hash(self, secret_hash: str) -> ApiKey | None:
-        def _find(db: sqlite3.Connection) -> ApiKey | None:
-            row = db.execute(
-                "SELECT id, name, secret_hash, created_at, credits, spent, revoked FROM api_keys WHERE secret_hash = ?",
-                (secret_hash,),
-            ).fetchone()
-            return key_from_row(row) if row else None
+        result: ApiKey | None = await self._read(lambda db: sqlite_keys.find_by_hash(db, secret_hash))
+        return result
 
-        result: ApiKey | None = await self._read(_find)
+    async def get_key(self, key_id: str) -> ApiKey | None:
+        result: ApiKey | None = await self._read(lambda db: sqlite_keys.get(db, key_id))
         return result
 
     def list_keys_sync(self) -> list[ApiKey]:
-        rows = (
-            self._db()
-            .execute(
-                "SELECT id, name, secret_hash, created_at, credits, spent, revoked FROM api_keys ORDER BY created_at"
-            )
-            .fetchall()
-        )
-        return [key_from_row(r) for r in rows]
+        return sqlite_keys.list_all(self._db())
 
     async def list_keys(self) -> list[ApiKey]:
         result: list[ApiKey] = await self._run(self.list_keys_sync)
+        return result
+
+    async def save_key(self, key: ApiKey) -> bool:
+        return await self._write(lambda db: sqlite_keys.save(db, key))
+
+    async def top_up(self, key_id: str, amount: float) -> ApiKey | None:
+        return await self._write(lambda db: sqlite_keys.top_up(db, key_id, amount))
+
+    async def admit(self, ask: Ask, now: float) -> Decision:
+        return await self._write(lambda db: sqlite_keys.admit(db, ask, now))
+
+    async def settle(self, key_id: str, generation_id: str, cost: float, tokens: int, period_floor: float) -> None:
+        await self._write(lambda db: sqlite_keys.settle(db, key_id, generation_id, cost, tokens, period_floor))
+
+    async def usage(self, start: float, end: float, group_by: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = await self._run(lambda: sqlite_keys.usage(self._db(), start, end, group_by))
         return result
 
     def revoke_key_sync(self, key_id_or_name: str) -> bool:
@@ -315,12 +318,6 @@ class SQLiteStore:
 
     async def count_keys(self) -> int:
         return int(await self._run(self.count_keys_sync))
-
-    async def add_spend(self, key_id: str, cost: float) -> None:
-        def _add(db: sqlite3.Connection) -> None:
-            db.execute("UPDATE api_keys SET spent = spent + ? WHERE id = ?", (cost, key_id))
-
-        await self._write(_add)
 
     # --- generations ------------------------------------------------------------------------------
     async def create_generation(self, record: GenerationRecord) -> None:

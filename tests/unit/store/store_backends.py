@@ -11,10 +11,16 @@ import asyncio
 import functools
 import os
 import uuid
+from collections.abc import Awaitable, Callable
 
 import asyncpg
 import pytest
 import redis
+
+from tidegate.store.base import GenerationStore
+
+# opens another store object on the test's database (several = several gateway processes)
+OpenStore = Callable[[], Awaitable[GenerationStore]]
 
 REDIS_URL = os.environ.get("TIDEGATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 POSTGRES_URLS = (

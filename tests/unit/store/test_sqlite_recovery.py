@@ -71,6 +71,9 @@ async def test_a_database_from_before_loses_its_dropped_indexes_and_its_running_
         db.execute("DROP TABLE instance_starts")
         db.execute("DROP TABLE leases")
         db.execute("ALTER TABLE generations DROP COLUMN route_reason")  # 0005_routing came after them
+        db.execute("DROP TABLE reservations")  # and 0006_keys
+        for column in ("settings", "period_start", "rpm_tat", "tpm_tat"):
+            db.execute(f"ALTER TABLE api_keys DROP COLUMN {column}")
         for table in ("_yoyo_migration", "_yoyo_log", "_yoyo_version", "yoyo_lock"):  # no migrations then
             db.execute(f"DROP TABLE {table}")
 

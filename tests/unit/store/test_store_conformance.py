@@ -10,18 +10,9 @@ import asyncio
 import dataclasses
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 
 import pytest
-from store_backends import (
-    drop_redis_prefix,
-    drop_schema,
-    postgres_schema,
-    redis_url,
-    unique_name,
-    with_query,
-)
+from store_backends import OpenStore
 
 from tidegate.store.base import (
     LOG_EVENT,
@@ -32,55 +23,7 @@ from tidegate.store.base import (
     GenerationStore,
     LogRun,
     Usage,
-    open_store,
 )
-
-BACKENDS = ["sqlite", "redis", "postgres"]
-OpenStore = Callable[[], Awaitable[GenerationStore]]
-
-
-@pytest.fixture(params=BACKENDS)
-async def open_another(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[OpenStore]:
-    """Opens stores on one fresh, isolated database of the backend (several = several processes)."""
-    backend: str = request.param
-    cleanup: Callable[[], Awaitable[None]] | None = None
-    if backend == "sqlite":
-        url = f"sqlite:///{tmp_path / 'store.db'}"
-    elif backend == "redis":
-        base, why = await asyncio.to_thread(redis_url)
-        if base is None:
-            pytest.skip(why)
-        prefix = unique_name("conf") + ":"
-        url = with_query(base, prefix=prefix)
-
-        async def cleanup() -> None:
-            await asyncio.to_thread(drop_redis_prefix, base, prefix)
-
-    else:
-        base, schema = await postgres_schema("conf")
-        url = with_query(base, schema=schema)
-
-        async def cleanup() -> None:
-            await drop_schema(base, schema)
-
-    opened: list[GenerationStore] = []
-
-    async def _open() -> GenerationStore:
-        store = open_store(url)
-        await store.open()
-        opened.append(store)
-        return store
-
-    yield _open
-    for store in opened:
-        await store.close()
-    if cleanup is not None:
-        await cleanup()
-
-
-@pytest.fixture
-async def store(open_another: OpenStore) -> GenerationStore:
-    return await open_another()
 
 
 def gen(
@@ -121,9 +64,9 @@ async def test_keys_create_find_list_revoke_count_spend(store: GenerationStore) 
     assert [k.id for k in await store.list_keys()] == ["key_a", "key_b"]  # by created_at
     assert await store.count_keys() == 2
 
-    await store.add_spend("key_a", 0.25)
-    await store.add_spend("key_a", 0.25)
-    await store.add_spend("key_missing", 1.0)  # no such key: nothing happens, no error
+    await store.settle("key_a", "gen_1", 0.25, 10, 0.0)  # no reservation: the cost is spent all the same
+    await store.settle("key_a", "gen_2", 0.25, 10, 0.0)
+    await store.settle("key_missing", "gen_3", 1.0, 10, 0.0)  # no such key: nothing happens, no error
     found = await store.find_key_by_hash("h" * 64)
     assert found is not None and found.spent == pytest.approx(0.5) and found.credits == 5.0
 
