@@ -238,6 +238,23 @@ def test_residency_never_falls_back_outside_the_jurisdiction(server: ServerProce
     assert "excluded by provider.jurisdictions" in rec["route_reason"]
 
 
+def test_a_keys_jurisdictions_hold_like_the_requests(server: ServerProcess, emu: OpenAIUpstream) -> None:
+    """A key made with `jurisdictions` by the keys API (CONTRACT §11, §12) is never served outside them."""
+    made = httpx.post(
+        server.base_url + "/api/v1/keys", json={"name": "eu-team", "jurisdictions": ["eu"]}, headers=server.headers
+    )
+    assert made.status_code == 201 and made.json()["jurisdictions"] == ["eu"]
+    eu_key = made.json()["key"]
+    headers = {"Authorization": f"Bearer {eu_key}"}
+    with httpx.Client() as client:
+        r = client.post(server.base_url + CHAT, json={"model": "resident", "messages": HI}, headers=headers)
+        assert r.status_code == 503
+        assert "the key's jurisdictions=['eu'] excluded us1" in r.json()["error"]["message"]
+        assert emu.counts() == {"http-500": 1}  # the EU route failed; no attempt in the US
+        anywhere = client.post(server.base_url + CHAT, json={"model": "anywhere", "messages": HI}, headers=headers)
+    assert anywhere.status_code == 200 and anywhere.headers["x-served-region"].startswith("eu-")
+
+
 def test_without_a_rule_the_fallback_leaves_the_region(server: ServerProcess) -> None:
     with httpx.Client() as client:
         r = chat(client, server, "resident")
