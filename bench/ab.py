@@ -5,9 +5,12 @@
     .venv/bin/python bench/ab.py old=/tmp/before/src:keyed:file new=src:keyed:file new-keyless=src:keyless
     .venv/bin/python bench/ab.py --mode complete --shape bench-20x0 memory=src:memory file=src:file
 
-Each variant is NAME=SRC[:keyed|keyless][:STORE]: a tidegate whose `tidegate` package comes from SRC
-(put first on PYTHONPATH), sent streams with a fresh Idempotency-Key each (keyed, the default) or
-none. STORE: `memory` (SQLite in memory, the default), `file` (a SQLite file), `postgres` (the local
+Each variant is NAME=SRC[:keyed|keyless][:limited][:STORE]: a tidegate whose `tidegate` package comes
+from SRC (put first on PYTHONPATH), sent streams with a fresh Idempotency-Key each (keyed, the
+default) or none; `apikey`: with an API key of the store (no credits, no limits) instead of the
+master key; `limited`: with one that has credits and rpm, tpm and concurrent limits (every request
+admitted and settled in the store, CONTRACT §11).
+STORE: `memory` (SQLite in memory, the default), `file` (a SQLite file), `postgres` (the local
 server's `test` database, a schema of the variant's own, emptied first) or `redis` (the local server,
 a key prefix of the variant's own, emptied first). All variants run at once, idle but for the
 one under load; every alternation runs each once, the order reversed every other time. Pinned as
@@ -24,6 +27,7 @@ judging a change on this shared VM, where the hour moves figures more than most 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import subprocess
@@ -32,6 +36,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -46,6 +52,8 @@ class Variant:
     src: str
     keyed: bool
     store: str
+    limited: bool = False
+    apikey: bool = False
     # CPU µs per chunk (per request), chunks/s (requests/s), peak MB, TTFT p50 ms (streams)
     runs: list[tuple[float, float, float, float]] = field(default_factory=list)
 
@@ -55,13 +63,26 @@ def parse_variant(spec: str) -> Variant:
     if not sep or not name or not rest:
         raise argparse.ArgumentTypeError(f"expected NAME=SRC[:keyed|keyless][:STORE], got {spec!r}")
     src, *options = rest.split(":")
-    unknown = set(options) - {"keyed", "keyless", *STORES}
+    unknown = set(options) - {"keyed", "keyless", "limited", "apikey", *STORES}
     if unknown:
         raise argparse.ArgumentTypeError(f"{spec!r}: unknown option(s) {', '.join(sorted(unknown))}")
     if not (Path(src) / "tidegate").is_dir():
         raise argparse.ArgumentTypeError(f"{spec!r}: {src} holds no tidegate package")
     store = next((o for o in options if o in STORES), "memory")
-    return Variant(name, str(Path(src).resolve()), "keyless" not in options, store)
+    keyed = "keyless" not in options
+    return Variant(name, str(Path(src).resolve()), keyed, store, "limited" in options, "apikey" in options)
+
+
+def store_key(service: gw.Service, limited: bool) -> str:
+    """A key of the store; `limited`: with credits and every limit, too high to refuse the bench's load."""
+    body: dict[str, Any] = {"name": "bench"}
+    if limited:
+        body["credits"] = 1e9
+        body["limits"] = {"rpm": 1_000_000_000, "tpm": 1_000_000_000, "concurrent": 1_000_000}
+    resp = httpx.post(service.url + "/api/v1/keys", json=body, headers={"Authorization": f"Bearer {service.key}"})
+    resp.raise_for_status()
+    secret: str = resp.json()["key"]
+    return secret
 
 
 def store_url(variant: Variant, workdir: Path) -> str:
@@ -122,6 +143,8 @@ def main() -> int:
                 )
             finally:
                 del os.environ["PYTHONPATH"]
+            if v.limited or v.apikey:
+                services[v.name] = dataclasses.replace(services[v.name], key=store_key(services[v.name], v.limited))
         for i in range(args.alternations):
             for v in args.variants if i % 2 == 0 else args.variants[::-1]:
                 out: dict[str, Any] = gw.run_load(load_args(services[v.name], v, args), load_cores, 400)
