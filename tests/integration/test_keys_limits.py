@@ -60,8 +60,10 @@ def emu() -> Iterator[OpenAIUpstream]:
 
 
 @pytest.fixture
-def gateway(tmp_path: Path, emu: OpenAIUpstream) -> ServerProcess:
-    return start_server(tmp_path / "gw", _config(f"sqlite:///{tmp_path / 'gw.db'}", emu))
+def gateway(tmp_path: Path, emu: OpenAIUpstream) -> Iterator[ServerProcess]:
+    server = start_server(tmp_path / "gw", _config(f"sqlite:///{tmp_path / 'gw.db'}", emu))
+    yield server
+    server.stop()
 
 
 def _master(server: ServerProcess) -> dict[str, str]:
@@ -256,6 +258,14 @@ def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 def test_three_gateways_share_one_limit(tmp_path: Path, emu: OpenAIUpstream, shared_store: str) -> None:
     config = _config(shared_store, emu)
     gateways = [start_server(tmp_path / f"gw{i}", config) for i in range(3)]
+    try:
+        _share_one_limit(gateways)
+    finally:
+        for g in gateways:
+            g.stop()
+
+
+def _share_one_limit(gateways: list[ServerProcess]) -> None:
     key = _create(gateways[0], limits={"rpm": 60})
 
     async def burst() -> tuple[list[int], float]:

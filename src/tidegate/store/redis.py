@@ -150,6 +150,7 @@ class RedisStore:
         sources = {
             "create_key": scripts.CREATE_KEY,
             "scan_keys": scripts.SCAN_KEYS,
+            "find_key": scripts.FIND_KEY,
             "admit": scripts.ADMIT,
             "settle": scripts.SETTLE,
             "top_up": scripts.TOP_UP,
@@ -196,8 +197,10 @@ class RedisStore:
         return redis_keys.key_from({k.decode(): orjson.loads(v) for k, v in flat.items()})
 
     async def find_key_by_hash(self, secret_hash: str) -> ApiKey | None:
-        key_id = await self._cmd("GET", self._k("keyhash", secret_hash))
-        return await self._get_key(key_id.decode()) if key_id is not None else None
+        flat = await self._run("find_key", [self._k("keyhash", secret_hash)], [self.prefix])
+        if not flat:
+            return None
+        return redis_keys.key_from({k.decode(): orjson.loads(v) for k, v in zip(flat[::2], flat[1::2], strict=True)})
 
     async def get_key(self, key_id: str) -> ApiKey | None:
         key = await self._get_key(key_id)

@@ -11,6 +11,14 @@ redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
 return 1
 """
 
+# A key by its secret's hash in one round trip (the lookup every keyed request makes). KEYS: the
+# keyhash key. ARGV: prefix. Returns the key hash's fields, or nothing.
+FIND_KEY = """
+local id = redis.call('GET', KEYS[1])
+if not id then return {} end
+return redis.call('HGETALL', ARGV[1] .. 'key:' .. id)
+"""
+
 # ARGV: prefix, JSON of the id-or-name, mode ('revoke' | 'count')
 SCAN_KEYS = """
 local n = 0
