@@ -27,7 +27,7 @@ from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from helpers import RawStream, ServerProcess, start_server, stream_sse
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "store"))
-from store_backends import drop_postgres_schema, drop_redis_prefix, postgres_url, redis_url, unique_name, with_query
+from store_backends import shared_store_url
 
 NATIVE = "/api/v1/llm/responses"
 REPLAY = "/api/v1/llm/responses/replay"
@@ -37,22 +37,8 @@ SWEPT_WITHIN_S = LEASE_TTL_S + LEASE_TTL_S / 3 + 2.5  # the TTL, one sweep, and 
 
 @pytest.fixture(params=["sqlite", "redis", "postgres"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'shared.db'}"
-    elif request.param == "redis":
-        base, why = redis_url()
-        if base is None:
-            pytest.skip(why)
-        prefix = unique_name("inst") + ":"
-        yield with_query(base, prefix=prefix)
-        drop_redis_prefix(base, prefix)
-    else:
-        base, why = postgres_url()
-        if base is None:
-            pytest.skip(why)
-        schema = unique_name("inst")
-        yield with_query(base, schema=schema)
-        drop_postgres_schema(base, schema)
+    with shared_store_url(request.param, tmp_path, "inst") as url:
+        yield url
 
 
 def _config(store_url: str, emu: OpenAIUpstream, drain_s: float = 30.0) -> str:

@@ -20,7 +20,7 @@ from emulators.openai_upstream import OpenAIUpstream
 from helpers import MASTER_KEY, ServerProcess, start_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "store"))
-from store_backends import drop_redis_prefix, redis_url, unique_name, with_query
+from store_backends import shared_store_url
 
 CHAT = "/v1/chat/completions"
 KEYS = "/api/v1/keys"
@@ -244,15 +244,8 @@ def test_concurrent_streams_limit(gateway: ServerProcess) -> None:
 
 @pytest.fixture(params=["sqlite", "redis"])
 def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'shared.db'}"
-        return
-    base, why = redis_url()
-    if base is None:
-        pytest.skip(why)
-    prefix = unique_name("limits") + ":"
-    yield with_query(base, prefix=prefix)
-    drop_redis_prefix(base, prefix)
+    with shared_store_url(request.param, tmp_path, "limits") as url:
+        yield url
 
 
 def test_three_gateways_share_one_limit(tmp_path: Path, emu: OpenAIUpstream, shared_store: str) -> None:

@@ -16,22 +16,15 @@ from emulators.openai_upstream import OpenAIUpstream
 from helpers import ServerProcess, start_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "store"))
-from store_backends import drop_redis_prefix, redis_url, unique_name, with_query
+from store_backends import shared_store_url
 
 HI = [{"role": "user", "content": "hi"}]
 
 
 @pytest.fixture(params=["redis", "sqlite"])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'shared.db'}"
-        return
-    base, why = redis_url()
-    if base is None:
-        pytest.skip(why)
-    prefix = unique_name("routes") + ":"
-    yield with_query(base, prefix=prefix)
-    drop_redis_prefix(base, prefix)
+    with shared_store_url(request.param, tmp_path, "routes") as url:
+        yield url
 
 
 def config(store_url: str, emu: OpenAIUpstream) -> str:

@@ -78,24 +78,16 @@ def _apply(key: ApiKey, change: KeyChange, state: AppState) -> None:
         raise InvalidRequest(f"metadata: at most {METADATA_BYTES} bytes of JSON")
     if change.expires_at not in (msgspec.UNSET, None) and float(change.expires_at) <= time.time():
         raise InvalidRequest("expires_at: must be in the future (Unix seconds)")
-    if change.name is not msgspec.UNSET:
-        key.name = change.name
-    if change.credits is not msgspec.UNSET:
-        key.credits = change.credits
-    if change.budget_period is not msgspec.UNSET:
-        key.budget_period = change.budget_period
+    for name in ("name", "credits", "budget_period", "expires_at", "admin", "metadata"):
+        value = getattr(change, name)
+        if value is not msgspec.UNSET:
+            setattr(key, name, value)
+    for name in ("models", "jurisdictions"):  # lists in JSON, tuples on the key
+        value = getattr(change, name)
+        if value is not msgspec.UNSET:
+            setattr(key, name, tuple(value) if value is not None else None)
     if change.limits is not msgspec.UNSET:
         key.limits = KeyLimits(change.limits.rpm, change.limits.tpm, change.limits.concurrent)
-    if change.models is not msgspec.UNSET:
-        key.models = tuple(change.models) if change.models is not None else None
-    if change.expires_at is not msgspec.UNSET:
-        key.expires_at = change.expires_at
-    if change.admin is not msgspec.UNSET:
-        key.admin = change.admin
-    if change.metadata is not msgspec.UNSET:
-        key.metadata = change.metadata
-    if change.jurisdictions is not msgspec.UNSET:
-        key.jurisdictions = tuple(change.jurisdictions) if change.jurisdictions is not None else None
 
 
 async def _found(state: AppState, key_id: str) -> ApiKey:

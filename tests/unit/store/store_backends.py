@@ -8,10 +8,12 @@ not answer is skipped with the reason, never silently passed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 
 import asyncpg
 import pytest
@@ -106,3 +108,26 @@ async def drop_schema(url: str, schema: str) -> None:
 def drop_postgres_schema(url: str, schema: str) -> None:
     """Synchronous: call from a sync context (not inside a running event loop)."""
     asyncio.run(drop_schema(url, schema))
+
+
+@contextlib.contextmanager
+def shared_store_url(backend: str, tmp_path: Path, tag: str) -> Iterator[str]:
+    """A store URL several gateway processes share, emptied afterwards: a SQLite file in `tmp_path`,
+    a Redis key prefix or a PostgreSQL schema of its own (skipped when that server does not answer)."""
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'shared.db'}"
+        return
+    if backend == "redis":
+        base, why = redis_url()
+        if base is None:
+            pytest.skip(why)
+        prefix = unique_name(tag) + ":"
+        yield with_query(base, prefix=prefix)
+        drop_redis_prefix(base, prefix)
+        return
+    base, why = postgres_url()
+    if base is None:
+        pytest.skip(why)
+    schema = unique_name(tag)
+    yield with_query(base, schema=schema)
+    drop_postgres_schema(base, schema)
