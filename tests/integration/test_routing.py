@@ -276,6 +276,21 @@ def test_provider_object_filters_orders_and_is_not_forwarded(server: ServerProce
     assert all("provider" not in rec.body for rec in emu.requests)
 
 
+def test_native_door_takes_the_provider_object(server: ServerProcess, emu: OpenAIUpstream) -> None:
+    body = {"model": "resident", "input": "hi", "stream": False, "provider": {"jurisdictions": ["eu"]}}
+    with httpx.Client() as client:
+        r = client.post(server.base_url + "/api/v1/llm/responses", json=body, headers=server.headers, timeout=30)
+        bad = client.post(
+            server.base_url + "/api/v1/llm/responses",
+            json={**body, "provider": {"sort": "price"}},
+            headers=server.headers,
+            timeout=30,
+        )
+    assert r.status_code == 503 and "provider.jurisdictions=['eu'] excluded us1" in r.json()["error"]["message"]
+    assert emu.counts() == {"http-500": 1}
+    assert bad.status_code == 400 and "provider.sort" in bad.json()["error"]["message"]
+
+
 def test_responses_door_takes_the_provider_object(server: ServerProcess) -> None:
     body = {"model": "anywhere", "input": "hi", "provider": {"only": ["eu2"]}}
     r = httpx.post(server.base_url + "/v1/responses", json=body, headers=server.headers, timeout=30)

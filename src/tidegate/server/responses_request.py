@@ -36,8 +36,9 @@ RESPONSES_FIELDS = frozenset(
         "provider",
     }
 )
+# `provider`: the routing object of CONTRACT §12, on every generation door
 NATIVE_FIELDS = frozenset(
-    {"model", "input", "instructions", "tools", "reasoning", "max_output_tokens", "stream", "metadata"}
+    {"model", "input", "instructions", "tools", "reasoning", "max_output_tokens", "stream", "metadata", "provider"}
 )
 INCLUDABLE = ("reasoning.encrypted_content",)
 EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
