@@ -52,6 +52,12 @@ class StreamNotSupported(InvalidRequest):
     code = "stream_not_supported"
 
 
+class UnsupportedParameter(InvalidRequest):
+    """A field no route of the model can honour (CONTRACT §15): refused, never silently dropped."""
+
+    code = "unsupported_parameter"
+
+
 class Unauthorized(TidegateError):
     status = 401
     code = "unauthorized"

@@ -1,11 +1,10 @@
 """Embeddings through the routes: fallback, the deadline and cancellation for one-shot calls.
 
 An embedding answer is written in one piece, so every route failure happens before the response
-starts and moves to the next route (CONTRACT §4): upstream 401/403/429/5xx, connect errors, no answer
-within the provider's `upstream_idle_timeout_s`, and also "this route cannot serve the request as
-asked" (token arrays, `dimensions`), since another route may. When every route failed the error is
-the CONTRACT §4 one (`relay.final_error`, shared with the streaming relay); when a route refused the
-request itself, that route's 400 message wins.
+starts; what it means is the fallback policy every door shares (gateway/fallback.py): upstream
+401/403/429/5xx, connect errors, no answer within the provider's `upstream_idle_timeout_s`, and "this
+route cannot serve the request as asked" (token arrays, `dimensions`) move to the next route; an
+upstream's 400 is answered at once.
 """
 
 from __future__ import annotations
@@ -15,9 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..config import Route
-from ..errors import ProviderFailure, UpstreamError
+from ..errors import ProviderFailure
 from ..providers.embeddings import EmbeddingInputs, EmbeddingProvider, EmbeddingResult
-from .relay import GenerationCancelled, RouteFailure, final_error
+from .fallback import ANSWER_NOW, RouteFailure, after_failure, answer_now, final_error
+from .relay import GenerationCancelled
 from .usage import count_tokens
 
 
@@ -85,9 +85,10 @@ class EmbeddingRelay:
             try:
                 return task.result()
             except ProviderFailure as exc:
-                self.failures.append(RouteFailure(provider.name, exc.code, exc.message, exc.status, exc.retry_after))
-                if not exc.retriable and exc.code != "invalid_request":
-                    raise UpstreamError(f"{provider.name}: {exc.message}") from None
+                failure = RouteFailure(provider.name, exc.code, exc.message, exc.status, exc.retry_after)
+                self.failures.append(failure)
+                if after_failure(exc.code, exc.retriable, committed=False) == ANSWER_NOW:  # gateway/fallback.py
+                    raise answer_now(failure) from None
                 return None
             except Exception as exc:  # a provider bug must not take the door down
                 self.failures.append(

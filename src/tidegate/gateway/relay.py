@@ -31,26 +31,15 @@ from ..errors import (
     InvalidRequest,
     NoProviderAvailable,
     ProviderFailure,
-    RateLimited,
     TidegateError,
-    UpstreamError,
-    UpstreamTimeout,
 )
 from ..events import Event, Failed, Finished, Started
 from ..providers.base import ChatProvider, DirectStream, UpstreamStream
 from ..request import GenerationRequest
 from .cancel import CANCELLED, MIN_WAIT_S, TIMED_OUT, CancelSignal, UpstreamClock
+from .fallback import ANSWER_NOW, END_STREAM, RouteFailure, after_failure, answer_now, final_error
 from .health import Health
 from .opening import UpstreamOpen
-
-
-@dataclass(frozen=True, slots=True)
-class RouteFailure:
-    provider: str
-    code: str
-    message: str
-    status: int = 0
-    retry_after: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,28 +104,6 @@ class RelaySettings:
     keepalive_s: float = 10.0
     idle_timeout_for: Callable[[str], float] = field(default=lambda _name: 90.0)
     regions: dict[str, str] = field(default_factory=dict)  # provider name → region
-
-
-def final_error(failures: list[RouteFailure]) -> TidegateError:
-    """The CONTRACT §4 error once every route failed before the response started. A route that refused
-    the request itself (`invalid_request`: another route may take it) makes its 400 message win."""
-    if not failures:
-        return NoProviderAvailable("no route is configured for this model")
-    refused = [f for f in failures if f.code == "invalid_request"]
-    if refused:
-        return InvalidRequest(refused[0].message)
-    tried = ", ".join(f"{f.provider} ({f.code}{' ' + str(f.status) if f.status else ''})" for f in failures)
-    if all(f.code == "upstream_timeout" for f in failures):
-        return UpstreamTimeout(f"every route timed out: {tried}")
-    if all(f.status == 429 for f in failures):
-        waits = [f.retry_after for f in failures if f.retry_after is not None]
-        return RateLimited(
-            f"every route is rate limited: {tried}; retry later",
-            retry_after=min(waits) if waits else 1.0,
-        )
-    if all(f.code == "connect_error" for f in failures):
-        return NoProviderAvailable(f"no provider could be reached: {tried}")
-    return UpstreamError(f"every route failed: {tried}")
 
 
 class Relay:
@@ -264,9 +231,6 @@ class Relay:
                         exc.retriable,
                         exc.status,
                     )
-                    if not exc.retriable and not self.committed:
-                        if exc.status == 400 or exc.code == "invalid_request":
-                            raise InvalidRequest(exc.message) from None
                     if failed := self._fail(provider.name, failure, exc.code, exc.retry_after):
                         await self._close(stream, opening)
                         yield failed
@@ -442,12 +406,14 @@ class Relay:
         """The batch to hand out. Before the commit point: none (remember the failure and let `run`
         try the next route). After: the one `Failed` that ends the stream."""
         metrics.UPSTREAM_FAILURES.inc(provider, code)
-        if self.committed:
+        action = after_failure(code, failure.retriable_before_commit, self.committed)  # gateway/fallback.py
+        if action == END_STREAM:
             self._route_done = True
             return [failure]
-        self.failures.append(RouteFailure(provider, code, failure.message, failure.status, retry_after))
+        route_failure = RouteFailure(provider, code, failure.message, failure.status, retry_after)
+        self.failures.append(route_failure)
         self._report_failure(retry_after)
-        if not failure.retriable_before_commit:
+        if action == ANSWER_NOW:
             self._route_done = True
-            raise UpstreamError(f"{provider}: {failure.message}", code=None)
+            raise answer_now(route_failure)
         return []

@@ -72,7 +72,7 @@ class EmbeddingProvider(Protocol):
 
 def unsupported(message: str) -> ProviderFailure:
     """This route cannot serve the request as asked (400 unless another route can)."""
-    return ProviderFailure("invalid_request", message, status=400, retriable=False)
+    return ProviderFailure("unsupported_parameter", message, status=400, retriable=False)
 
 
 def split_prefix(text: str) -> tuple[bool, str]:

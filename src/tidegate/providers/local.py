@@ -222,8 +222,8 @@ class LocalProvider:
 
     async def open_chat(self, request: GenerationRequest, served_model: str) -> _LocalStream:
         if request.tools:
-            raise ProviderFailure(
-                "invalid_request",
+            raise ProviderFailure(  # this route cannot serve it; another route of the model may
+                "unsupported_parameter",
                 "the local model does not support tools; remove 'tools' or pick another model",
                 status=400,
                 retriable=False,

@@ -1,0 +1,51 @@
+"""The fallback policy's table in docs/fallback.md is the code's (gateway/fallback.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tidegate.errors import InvalidRequest, UnsupportedParameter, UpstreamError
+from tidegate.gateway.fallback import (
+    ANSWER_NOW,
+    END_STREAM,
+    NEXT_ROUTE,
+    RouteFailure,
+    after_failure,
+    answer_now,
+    final_error,
+)
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "fallback.md"
+
+
+def _table() -> list[tuple[str, bool, str, str]]:
+    rows = []
+    for line in DOC.read_text().splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[1] in ("yes", "no"):
+            rows.append((cells[0], cells[1] == "yes", cells[2], cells[3]))
+    return rows
+
+
+def test_the_doc_has_the_table() -> None:
+    assert len(_table()) == 7
+
+
+@pytest.mark.parametrize(("code", "retriable", "before", "after"), _table())
+def test_each_row_of_the_doc_is_what_the_code_does(code: str, retriable: bool, before: str, after: str) -> None:
+    assert after_failure(code, retriable, committed=False) == before
+    assert after_failure(code, retriable, committed=True) == after == END_STREAM
+    assert before in (NEXT_ROUTE, ANSWER_NOW)
+
+
+def test_answers_and_the_final_error() -> None:
+    assert isinstance(answer_now(RouteFailure("p", "invalid_request", "bad field", 400)), InvalidRequest)
+    upstream = answer_now(RouteFailure("p", "upstream_error", "no", 500))
+    assert isinstance(upstream, UpstreamError) and upstream.message == "p: no"
+    refused = final_error(
+        [RouteFailure("a", "upstream_error", "boom", 503), RouteFailure("b", "unsupported_parameter", "no tools", 400)]
+    )
+    assert isinstance(refused, UnsupportedParameter) and refused.status == 400 and refused.message == "no tools"
+    assert refused.error_code == "unsupported_parameter"
