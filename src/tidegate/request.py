@@ -58,3 +58,19 @@ class GenerationRequest:
         if self.stream_options is None:
             return True
         return bool(self.stream_options.get("include_usage", False))
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingInputs:
+    """What to embed: strings (`texts`) or token arrays (`tokens`), never both."""
+
+    texts: list[str] | None = None
+    tokens: list[list[int]] | None = None
+    encoding_format: str = "float"
+    user: str | None = None
+    # The client's body as sent (OpenAI-compatible passthrough forwards it, unknown fields included)
+    raw_body: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def count(self) -> int:
+        return len(self.texts if self.texts is not None else self.tokens or [])

@@ -13,10 +13,12 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..commit import RouteFailure
 from ..config import Route
 from ..errors import ProviderFailure
-from ..providers.embeddings import EmbeddingInputs, EmbeddingProvider, EmbeddingResult
-from .fallback import ANSWER_NOW, RouteFailure, after_failure, answer_now, final_error
+from ..providers.embeddings import EmbeddingProvider, EmbeddingResult
+from ..request import EmbeddingInputs
+from .fallback import ANSWER_NOW, after_failure, answer_now, final_error
 from .relay import GenerationCancelled
 from .usage import count_tokens
 

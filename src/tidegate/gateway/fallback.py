@@ -18,8 +18,7 @@ the failures were.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from ..commit import RouteFailure
 from ..errors import (
     InvalidRequest,
     NoProviderAvailable,
@@ -31,15 +30,6 @@ from ..errors import (
 )
 
 NEXT_ROUTE, ANSWER_NOW, END_STREAM = "next route", "answer now", "end"
-
-
-@dataclass(frozen=True, slots=True)
-class RouteFailure:
-    provider: str
-    code: str
-    message: str
-    status: int = 0
-    retry_after: float | None = None
 
 
 def after_failure(code: str, retriable: bool, committed: bool) -> str:

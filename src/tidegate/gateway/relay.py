@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from .. import metrics
+from ..commit import Committed, RouteFailure
 from ..config import Breaker, Route
 from ..errors import (
     InvalidRequest,
@@ -37,20 +38,9 @@ from ..events import Event, Failed, Finished, Started
 from ..providers.base import ChatProvider, DirectStream, UpstreamStream
 from ..request import GenerationRequest
 from .cancel import CANCELLED, MIN_WAIT_S, TIMED_OUT, CancelSignal, UpstreamClock
-from .fallback import ANSWER_NOW, END_STREAM, RouteFailure, after_failure, answer_now, final_error
+from .fallback import ANSWER_NOW, END_STREAM, after_failure, answer_now, final_error
 from .health import Health
 from .opening import UpstreamOpen
-
-
-@dataclass(frozen=True, slots=True)
-class Committed:
-    """The response starts now: the route that serves and how many were tried."""
-
-    provider: str
-    served_model: str
-    attempts: int
-    failed_routes: tuple[RouteFailure, ...] = ()
-    region: str | None = None  # the provider's configured region (X-Served-Region)
 
 
 class _KeepAlive:

@@ -20,11 +20,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..config import ProviderConfig
 from ..errors import ProviderFailure
+from ..request import EmbeddingInputs
 
 LOCAL_BATCH = 16
 E5_MAX_TOKENS = 512  # the position table of multilingual-e5-small (specials included)
@@ -32,22 +33,6 @@ E5_DIM = 384
 _E5_VARIANTS = {"e5-small": "original", "multilingual-e5-small": "original", "e5-small-enpt": "enpt"}
 QUERY_PREFIX = "query: "
 PASSAGE_PREFIX = "passage: "
-
-
-@dataclass(frozen=True, slots=True)
-class EmbeddingInputs:
-    """What to embed: strings (`texts`) or token arrays (`tokens`), never both."""
-
-    texts: list[str] | None = None
-    tokens: list[list[int]] | None = None
-    encoding_format: str = "float"
-    user: str | None = None
-    # The client's body as sent (OpenAI-compatible passthrough forwards it, unknown fields included)
-    raw_body: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def count(self) -> int:
-        return len(self.texts if self.texts is not None else self.tokens or [])
 
 
 @dataclass(slots=True)

@@ -17,7 +17,8 @@ import orjson
 
 from ..config import ProviderConfig
 from ..errors import NoProviderAvailable, ProviderFailure
-from .embeddings import EmbeddingInputs, EmbeddingProvider, EmbeddingResult, unsupported
+from ..request import EmbeddingInputs
+from .embeddings import EmbeddingProvider, EmbeddingResult, unsupported
 from .http_client import UpstreamHttpError
 from .transport import (
     MAX_ERROR_BODY,

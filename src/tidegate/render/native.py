@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
+from ..commit import Committed
 from ..events import Event, Failed, ReasoningDelta, TextDelta, ToolCallDelta, UsageReport
-from ..gateway.relay import Committed
 from ..store.base import GenerationRecord, Usage
 from .chat import ChatCompletionBuilder
 from .responses import ResponseState

@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 import orjson
 
+from ..commit import Committed
 from ..events import Event, Failed
 from ..gateway.generation import Generation
-from ..gateway.relay import Committed
 from ..render.chat import ChatCompletionBuilder, ChatStreamRenderer
 from ..store.base import ApiKey
 from .chat_request import parse_chat_request

@@ -16,10 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..commit import Committed
 from ..errors import TidegateError, UpstreamError, UpstreamTimeout
 from ..events import Event, Failed, FailureCode, RawFrame
 from ..gateway.generation import ExistingGeneration, Generation
-from ..gateway.relay import KEEPALIVE, Committed
+from ..gateway.relay import KEEPALIVE
 from ..request import GenerationRequest
 from ..sse import encode_comment
 from ..store.base import ApiKey

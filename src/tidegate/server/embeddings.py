@@ -15,8 +15,8 @@ from ..errors import PayloadTooLarge, TidegateError
 from ..events import Started, UsageReport
 from ..gateway.embedding_relay import EmbeddingOutcome, estimate_tokens
 from ..gateway.generation import EmbeddingGeneration, ExistingGeneration
-from ..providers.embeddings import EmbeddingInputs
 from ..render.embeddings import embeddings_json
+from ..request import EmbeddingInputs
 from ..store.base import ApiKey
 from .disconnect import DisconnectWatch
 from .embeddings_request import MAX_TOTAL_TOKENS, EmbeddingRequest, parse_embedding_request

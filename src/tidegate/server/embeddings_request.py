@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidRequest, PayloadTooLarge, StreamNotSupported, quote
-from ..providers.embeddings import EmbeddingInputs
+from ..request import EmbeddingInputs
 from .validate import opt_int, opt_str, require_object, require_str
 
 MAX_INPUTS = 2048  # per request, as OpenAI

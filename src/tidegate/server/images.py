@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import orjson
 
+from ..commit import Committed
 from ..events import Event, Failed, Image, PartialImage, Progress, Started
 from ..gateway.generation import Generation
-from ..gateway.relay import Committed
 from ..render.images import NativeImageRenderer, OpenAIImageStreamRenderer, images_json
 from ..request import GenerationRequest
 from ..store.base import ApiKey

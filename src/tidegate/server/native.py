@@ -12,9 +12,9 @@ from typing import Any
 
 import orjson
 
+from ..commit import Committed
 from ..events import Event, Failed
 from ..gateway.generation import Generation
-from ..gateway.relay import Committed
 from ..render.native import NativeStreamRenderer, native_result, usage_of
 from ..store.base import ApiKey
 from .door import DoorSpec, serve_generation

@@ -13,10 +13,10 @@ from typing import Any
 
 import orjson
 
+from ..commit import Committed
 from ..errors import GenerationInProgress, GenerationNotFound, InvalidRequest
 from ..events import Event, Failed, Started, TextDelta
 from ..gateway.eventlog import decode_event
-from ..gateway.relay import Committed
 from ..render.images import IMAGE_DOORS, image_done_for_record, native_image_frames_for_record
 from ..render.native import NativeStreamRenderer, native_result_for_record
 from ..store.base import LOG_EVENT, LOG_FRAME, LOG_JSON, ApiKey, GenerationRecord

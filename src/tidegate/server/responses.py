@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import orjson
 
+from ..commit import Committed
 from ..events import Event, Failed
 from ..gateway.generation import Generation
-from ..gateway.relay import Committed
 from ..render.responses import ResponseBuilder, ResponsesStreamRenderer
 from ..store.base import ApiKey
 from .door import DoorSpec, serve_generation

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from tidegate.commit import RouteFailure
 from tidegate.errors import InvalidRequest, UnsupportedParameter, UpstreamError
 from tidegate.gateway.fallback import (
     ANSWER_NOW,
     END_STREAM,
     NEXT_ROUTE,
-    RouteFailure,
     after_failure,
     answer_now,
     final_error,

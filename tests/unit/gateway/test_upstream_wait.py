@@ -14,12 +14,13 @@ from typing import TypeVar
 import pytest
 import uvloop
 
+from tidegate.commit import Committed
 from tidegate.config import Route
 from tidegate.errors import TidegateError
 from tidegate.events import Event, Finished, TextDelta
 from tidegate.gateway.cancel import CANCELLED, TIMED_OUT, CancelSignal, UpstreamClock
 from tidegate.gateway.opening import UpstreamOpen
-from tidegate.gateway.relay import KEEPALIVE, Committed, Relay, RelaySettings
+from tidegate.gateway.relay import KEEPALIVE, Relay, RelaySettings
 from tidegate.request import GenerationRequest
 
 T = TypeVar("T")

@@ -7,9 +7,17 @@ from typing import Any
 
 import orjson
 
-from tidegate.events import Event, Failed, Finished, ReasoningDelta, Started, TextDelta, ToolCallDelta, UsageReport
-from tidegate.gateway.fallback import RouteFailure
-from tidegate.gateway.relay import Committed
+from tidegate.commit import Committed, RouteFailure
+from tidegate.events import (
+    Event,
+    Failed,
+    Finished,
+    ReasoningDelta,
+    Started,
+    TextDelta,
+    ToolCallDelta,
+    UsageReport,
+)
 from tidegate.render.native import NativeStreamRenderer, native_result, native_result_for_record, usage_of
 from tidegate.sse import SSEDecoder, encode_comment
 from tidegate.store.base import GenerationRecord
