@@ -21,8 +21,8 @@ def event(cls: type[_Event]) -> type[_Event]:
     """A canonical event: a slots dataclass with equality and a hash, frozen to the type checker.
 
     Not `frozen=True` at run time: a frozen dataclass's `__init__` sets each field through
-    `object.__setattr__`, ~240 ns more per event here (370 against 135 ns for one field), and a
-    relayed chunk makes two events (docs/performance.md, item 55). Nothing assigns to an event's
+    `object.__setattr__`, which nearly tripled an event's construction, and a relayed chunk makes
+    two events (bench/results/history.md, item 55). Nothing assigns to an event's
     field: `mypy --strict` refuses it (`tests/unit/foundations/test_events_immutable.py`)."""
     return dataclass(slots=True, unsafe_hash=True)(cls)
 

@@ -25,7 +25,7 @@ def new_ulid() -> str:
             _last_ms = now_ms
             _last_rand = int.from_bytes(os.urandom(10), "big")
         value = (now_ms << 80) | _last_rand
-    p = _PAIRS  # unrolled: the comprehension's frame and loop took a third of the time (0.88 -> 0.57 µs)
+    p = _PAIRS  # unrolled: every generation id is made here, and a comprehension's frame cost more than the work
     return "".join(
         (
             p[value >> 120],

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import importlib
 import os
 import secrets
 import time
-from collections.abc import Callable
-from typing import Any, cast
 
 from .ids import new_ulid
 from .store.base import ApiKey, GenerationStore
@@ -18,26 +15,8 @@ KEY_PREFIX = "tg-"
 MASTER_ID = "master"
 
 
-def _small_sha256() -> Callable[[bytes], Any]:
-    """CPython's own SHA-256 (`_sha2` from 3.12, `_sha256` before), for the key check's short input:
-    OpenSSL's (hashlib's default) sets up a digest context through its provider lookup on every call,
-    which took ~33 µs of a new request's path on a cold core against ~10 for this one (docs/performance.md,
-    item 53). Both compute the same digest (OpenSSL's is the faster one on long input, which this is not);
-    a CPython built without its own hashes falls back to hashlib's."""
-    for name in ("_sha2", "_sha256"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        return cast(Callable[[bytes], Any], module.sha256)
-    return hashlib.sha256  # pragma: no cover - CPython built with OpenSSL's hashes only
-
-
-_sha256 = _small_sha256()
-
-
 def hash_secret(secret: str) -> str:
-    digest: str = _sha256(secret.encode("utf-8")).hexdigest()
+    digest: str = hashlib.sha256(secret.encode("utf-8")).hexdigest()
     return digest
 
 

@@ -1,11 +1,11 @@
 """The upstream HTTP/1.1 client: keep-alive pools, one asyncio protocol per connection, httptools.
 
-Why not aiohttp (DESIGN.md's Stack named it): measured on this machine in `docs/performance.md`
-(round four), aiohttp's response, connection, parser and stream reader held ~10 KB per open stream
-and cost ~12 µs more per paced upstream read and several hundred µs more per request than this
-client. It does only what the upstream kinds need: `POST`/`GET` with a bytes body, `http` and
-`https` (system trust store), keep-alive reuse, chunked / sized / until-close bodies, gzip and
-deflate decoding, and back-pressure (reading pauses while `READ_HIGH_WATER` bytes wait unread).
+Why not aiohttp (DESIGN.md's Stack named it): its response, connection, parser and stream reader
+held several times the memory per open stream and cost more CPU per upstream read and per request
+than this client (measured in `bench/results/history.md`, round four). It does only what the
+upstream kinds need: `POST`/`GET` with a bytes body, `http` and `https` (system trust store),
+keep-alive reuse, chunked / sized / until-close bodies, gzip and deflate decoding, and
+back-pressure (reading pauses while `READ_HIGH_WATER` bytes wait unread).
 
 A response is read with `read_chunk()`: whatever bytes have arrived, `b""` at the end of the body;
 or, with `attach_sink`, handed to a callback as they arrive (the relay's direct delivery).

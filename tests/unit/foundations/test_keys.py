@@ -1,14 +1,11 @@
-"""The key check's digest: CPython's own SHA-256, the same digest as hashlib's (keys stored before
-the change still match), and the Authenticator over it."""
+"""The key check's digest (hashlib's SHA-256) and the Authenticator over it."""
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 
 import pytest
 
-from tidegate import keys
 from tidegate.keys import MASTER_ID, Authenticator, hash_secret, make_key
 from tidegate.store.sqlite import SQLiteStore
 
@@ -19,13 +16,6 @@ from tidegate.store.sqlite import SQLiteStore
 )
 def test_hash_secret_is_hashlibs_sha256(secret: str) -> None:
     assert hash_secret(secret) == hashlib.sha256(secret.encode("utf-8")).hexdigest()
-
-
-def test_the_key_check_uses_cpythons_own_sha256_where_it_exists() -> None:
-    own = importlib.util.find_spec("_sha2") or importlib.util.find_spec("_sha256")
-    if own is None:
-        pytest.skip("this CPython has no built-in SHA-256")
-    assert keys._sha256 is not hashlib.sha256  # OpenSSL's: ~3x the time per call on a cold core
 
 
 async def test_authenticator_takes_the_master_key_and_stored_keys_and_nothing_else() -> None:
