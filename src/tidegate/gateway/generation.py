@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ..config import Config, ModelConfig, Pricing
 from ..errors import TidegateError
@@ -20,6 +21,8 @@ from .leases import new_owner
 from .recorder import Recorder
 from .relay import Relay, RelayItem, RelaySettings
 from .router import Router
+
+G = TypeVar("G", "Generation", "EmbeddingGeneration")
 
 
 class ExistingGeneration(TidegateError):
@@ -164,8 +167,7 @@ class Gateway:
             created=int(recorder.record.created_at),
             prices=prices,
         )
-        self.running[generation_id] = gen
-        return gen
+        return self._register(gen)
 
     async def start_embedding(
         self,
@@ -194,8 +196,7 @@ class Gateway:
             cancel=cancel,
             created=int(recorder.record.created_at),
         )
-        self.running[generation_id] = gen
-        return gen
+        return self._register(gen)
 
     async def _begin(
         self,
@@ -236,6 +237,11 @@ class Gateway:
             raise ExistingGeneration(begun)
         recorder.start_flushing(self.flusher)
         return recorder
+
+    def _register(self, gen: G) -> G:
+        """Running: `/cancel` and the drain find it until `release`."""
+        self.running[gen.id] = gen
+        return gen
 
     async def aclose(self) -> None:
         await self.flusher.aclose()

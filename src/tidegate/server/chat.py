@@ -4,15 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import orjson
-
 from ..commit import Committed
 from ..events import Event, Failed
 from ..gateway.generation import Generation
 from ..render.chat import ChatCompletionBuilder, ChatStreamRenderer
 from ..store.base import ApiKey
 from .chat_request import parse_chat_request
-from .door import DoorSpec, serve_generation
+from .door import BuiltJson, DoorSpec, serve_generation
 from .http import Request
 from .state import AppState
 
@@ -44,19 +42,9 @@ class _ChatStream:
         return self.renderer.fail(failure)
 
 
-class _ChatJson:
-    def __init__(self, gen: Generation) -> None:
-        self.gen = gen
-        self.builder = ChatCompletionBuilder(generation_id=gen.id, public_model=gen.request.model, created=gen.created)
-
-    def reset(self) -> None:
-        self.builder.reset()
-
-    def add(self, event: Event) -> None:
-        self.builder.add(event)
-
-    def build(self) -> bytes:
-        return orjson.dumps(self.builder.build(self.gen.recorder.final_usage()))
+def _chat_json(gen: Generation) -> BuiltJson:
+    builder = ChatCompletionBuilder(generation_id=gen.id, public_model=gen.request.model, created=gen.created)
+    return BuiltJson(gen, builder)
 
 
 async def chat_completions(req: Request, state: AppState, key: ApiKey) -> None:
@@ -67,6 +55,6 @@ async def chat_completions(req: Request, state: AppState, key: ApiKey) -> None:
         body=body,
         request=parse_chat_request(body),
         make_stream=_ChatStream,
-        make_json=_ChatJson,
+        make_json=_chat_json,
     )
     await serve_generation(req, state, key, spec)

@@ -16,9 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import orjson
+
 from ..commit import Committed
 from ..errors import TidegateError, UpstreamError, UpstreamTimeout
-from ..events import Event, Failed, FailureCode, RawFrame
+from ..events import Event, Failed, FailureCode, RawFrame, UsageReport
 from ..gateway.generation import ExistingGeneration, Generation
 from ..gateway.relay import KEEPALIVE
 from ..request import GenerationRequest
@@ -62,6 +64,36 @@ class JsonBuilder(Protocol):
     def add(self, event: Event) -> None: ...
 
     def build(self) -> bytes | Failed: ...
+
+
+class Builder(Protocol):
+    """A renderer's one-shot answer builder (render/chat.py, render/responses.py)."""
+
+    def reset(self) -> None: ...
+
+    def add(self, event: Event) -> None: ...
+
+    def build(self, usage: UsageReport | None) -> dict[str, Any]: ...
+
+
+class BuiltJson:
+    """The `JsonBuilder` of a door whose renderer builds its answer: the events go to the builder,
+    which builds the JSON with the generation's final usage."""
+
+    __slots__ = ("builder", "gen")
+
+    def __init__(self, gen: Generation, builder: Builder) -> None:
+        self.gen = gen
+        self.builder = builder
+
+    def reset(self) -> None:
+        self.builder.reset()
+
+    def add(self, event: Event) -> None:
+        self.builder.add(event)
+
+    def build(self) -> bytes:
+        return orjson.dumps(self.builder.build(self.gen.recorder.final_usage()))
 
 
 @dataclass(slots=True)

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import orjson
-
 from ..commit import Committed
 from ..events import Event, Failed
 from ..gateway.generation import Generation
 from ..render.responses import ResponseBuilder, ResponsesStreamRenderer
 from ..store.base import ApiKey
-from .door import DoorSpec, serve_generation
+from .door import BuiltJson, DoorSpec, serve_generation
 from .http import Request
 from .responses_request import ResponsesRequest, parse_responses_request
 from .state import AppState
@@ -40,21 +38,11 @@ class _ResponsesStream:
         return self.renderer.fail(failure, self.gen.recorder.final_usage() if self.gen.recorder.produced else None)
 
 
-class _ResponsesJson:
-    def __init__(self, gen: Generation, parsed: ResponsesRequest) -> None:
-        self.gen = gen
-        self.builder = ResponseBuilder(
-            generation_id=gen.id, public_model=gen.request.model, created=gen.created, echo=parsed.echo()
-        )
-
-    def reset(self) -> None:
-        self.builder.reset()
-
-    def add(self, event: Event) -> None:
-        self.builder.add(event)
-
-    def build(self) -> bytes:
-        return orjson.dumps(self.builder.build(self.gen.recorder.final_usage()))
+def _responses_json(gen: Generation, parsed: ResponsesRequest) -> BuiltJson:
+    builder = ResponseBuilder(
+        generation_id=gen.id, public_model=gen.request.model, created=gen.created, echo=parsed.echo()
+    )
+    return BuiltJson(gen, builder)
 
 
 async def responses(req: Request, state: AppState, key: ApiKey) -> None:
@@ -66,6 +54,6 @@ async def responses(req: Request, state: AppState, key: ApiKey) -> None:
         body=body,
         request=parsed.request,
         make_stream=lambda gen: _ResponsesStream(gen, parsed),
-        make_json=lambda gen: _ResponsesJson(gen, parsed),
+        make_json=lambda gen: _responses_json(gen, parsed),
     )
     await serve_generation(req, state, key, spec)

@@ -20,9 +20,10 @@ from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from loop_helpers import serving_asgi
 from tidegate.config import load_text
 from tidegate.events import Failed
+from tidegate.gateway.generation import Generation
 from tidegate.keys import make_key
 from tidegate.server.app import TidegateApp
-from tidegate.server.chat import _ChatJson, _ChatStream
+from tidegate.server.chat import _chat_json, _ChatStream
 from tidegate.server.chat_request import parse_chat_request
 from tidegate.server.door import DoorSpec, serve_generation
 from tidegate.server.http import Request
@@ -34,7 +35,13 @@ class BrokenFinish(_ChatStream):
         raise RuntimeError("a renderer bug at the very end")
 
 
-class BrokenBuild(_ChatJson):
+class BrokenBuild:
+    """The chat door's JSON builder, but for a bug in its last step."""
+
+    def __init__(self, gen: Generation) -> None:
+        self.inner = _chat_json(gen)
+        self.reset, self.add = self.inner.reset, self.inner.add
+
     def build(self) -> bytes:
         raise RuntimeError("a builder bug at the very end")
 
