@@ -28,8 +28,12 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests $(wildcard bench)
 	$(BIN)/mypy --strict src
 
+# run a second time with server/shortcuts.py switched off: the same bytes through uvicorn's own send
+SHORTCUTS_OFF_TESTS := tests/integration/test_stream_faults.py tests/integration/test_openai_passthrough.py
+
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	TIDEGATE_TEST_SHORTCUTS=off $(BIN)/python -m pytest -q -p no:cacheprovider $(SHORTCUTS_OFF_TESTS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

@@ -98,6 +98,8 @@ def start_server(
     if master_key is not None:
         env["TIDEGATE_MASTER_KEY"] = master_key
     env["TIDEGATE_LOG_LEVEL"] = "DEBUG"  # the whole suite runs its gateways at DEBUG: no secret may show
+    if os.environ.get("TIDEGATE_TEST_SHORTCUTS") == "off":  # `make test`'s second pass (server/shortcuts.py)
+        env["TIDEGATE_SERVER_SHORTCUTS"] = "off"
     env.update(extra_env or {})
     log_path = workdir / "server.log"
     log = open(log_path, "wb")

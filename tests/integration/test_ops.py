@@ -57,6 +57,15 @@ def test_answers_carry_a_date_and_do_not_name_the_server_software(local_server: 
         assert "server" not in resp.headers, resp.headers
 
 
+def test_a_gateway_says_at_start_whether_its_server_shortcuts_are_on(local_server: ServerProcess) -> None:
+    expected = (
+        "server shortcuts off: TIDEGATE_SERVER_SHORTCUTS=off"
+        if os.environ.get("TIDEGATE_TEST_SHORTCUTS") == "off"
+        else "server shortcuts on (uvicorn 0."
+    )
+    assert expected in local_server.log()
+
+
 def test_metrics_count_upstream_failures_and_fallbacks(tmp_path: Path) -> None:
     with OpenAIUpstream() as upstream:
         config = tidegate_toml(

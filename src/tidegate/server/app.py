@@ -19,7 +19,7 @@ from ..gateway.router import Router
 from ..ids import new_ulid
 from ..keys import Authenticator, unusable
 from ..store.base import ApiKey, GenerationStore, open_store
-from . import chat, generations, heap, keys_admin, models, ops, replay, routes_admin
+from . import chat, generations, heap, keys_admin, models, ops, replay, routes_admin, shortcuts
 from . import embeddings as embeddings_door
 from . import images as images_door
 from . import native as native_door
@@ -175,6 +175,7 @@ class TidegateApp:
             message: dict[str, Any] = dict(await receive())
             if message["type"] == "lifespan.startup":
                 try:
+                    log.info("server shortcuts %s (server/shortcuts.py)", shortcuts.STATUS)
                     await self.state.store.open()
                     await self.state.leases.start()  # a lease, and one sweep, before /readyz
                     self.drain.install()

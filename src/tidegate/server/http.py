@@ -13,8 +13,7 @@ import orjson
 
 from ..errors import InvalidRequest, PayloadTooLarge, TidegateError
 from ..resume import Resume
-from .direct_body import chunked_cycle, write_chunk
-from .joined_writes import JoinedWrites
+from .shortcuts import JoinedWrites, chunked_cycle, write_chunk
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -33,7 +32,7 @@ class Request:
     status: int = 0  # the status sent (0: none yet), for the request metric
     _headers: dict[str, str] | None = None  # decoded on first use, dropped when a stream starts
     _unfinished: Awaitable[Any] | None = None  # a `write_now` the client's flow control held up
-    _chunked: Any = None  # the server's request cycle once a chunked body started (`direct_body.py`)
+    _chunked: Any = None  # the server's request cycle once a chunked body started (`shortcuts.py`)
     # headers every answer to this request carries from here on (a key's X-RateLimit-*, CONTRACT §11)
     extra_headers: dict[str, str] | None = None
 
@@ -129,7 +128,7 @@ class Request:
         self, status: int, content_type: str, extra: dict[str, str] | None = None, body: bytes = b""
     ) -> None:
         """Start a response whose body follows in `write`s; `body`, the first of it, leaves with the
-        head in one write (`joined_writes.py`)."""
+        head in one write (`shortcuts.py`)."""
         headers = [(b"content-type", content_type.encode()), *self.base_headers(extra)]
         if content_type.startswith("text/event-stream"):
             headers += [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
@@ -145,7 +144,7 @@ class Request:
 
     def write_now(self, data: bytes) -> bool:
         """Write body bytes without a task (from a protocol callback: the relay's direct delivery).
-        The server's `send` runs by hand (or its transport takes the chunk, `direct_body.py`); it
+        The server's `send` runs by hand (or its transport takes the chunk, `shortcuts.py`); it
         writes at once unless the client's flow control holds it up: then False, and the rest of
         that write runs in the request's task, first thing in its next `write` (so the bytes keep
         their order)."""

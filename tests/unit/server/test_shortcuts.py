@@ -1,4 +1,4 @@
-"""A started stream's body writes go straight to uvicorn's transport (`direct_body.py`), on a real
+"""A started stream's body writes go straight to uvicorn's transport (`shortcuts.py`), on a real
 uvicorn server: the bytes on the wire are exactly what uvicorn's own `send` writes for the same
 messages, only the head and the last message go through `send` (httptools, as `tidegate serve`
 runs it), and a server whose cycle is not known (h11) gets every message through `send`."""
@@ -12,8 +12,9 @@ import pytest
 from uvicorn.protocols.http import httptools_impl
 
 from loop_helpers import serving_asgi
-from tidegate.server.direct_body import chunked_cycle
+from tidegate.server import shortcuts
 from tidegate.server.http import Request
+from tidegate.server.shortcuts import chunked_cycle
 
 EVENTS = [b'id: 0\ndata: {"a":1}\n\n', b"x" * 70_000, b": keep-alive\n\n", b"id: 1\ndata: [DONE]\n\n"]
 
@@ -96,3 +97,26 @@ async def test_a_response_with_a_length_is_not_written_directly() -> None:
         response = await raw_response(port)
     assert cycles == [None]
     assert body_of(response) == b"hello"
+
+
+async def test_switched_off_every_message_goes_through_send_and_the_bytes_are_the_same(
+    counted_sends: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(shortcuts, "ENABLED", False)
+    seen: dict[str, Any] = {}
+    async with serving_asgi(lambda *a: through_request(*a, seen), "httptools") as port:
+        plain = await raw_response(port)
+    assert seen["cycle"] is None
+    assert counted_sends == ["http.response.start", *["http.response.body"] * 3, "http.response.body last"]
+    assert body_of(plain) == b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in EVENTS) + b"0\r\n\r\n"
+
+
+def test_the_switch_and_the_tested_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    on, status = shortcuts._decide()
+    assert on and status.startswith("on (uvicorn 0.")  # this suite runs on the pinned range
+    monkeypatch.setenv("TIDEGATE_SERVER_SHORTCUTS", "off")
+    assert shortcuts._decide() == (False, "off: TIDEGATE_SERVER_SHORTCUTS=off")
+    monkeypatch.delenv("TIDEGATE_SERVER_SHORTCUTS")
+    monkeypatch.setattr(shortcuts, "version", lambda name: "0.99.1")
+    off, why = shortcuts._decide()
+    assert not off and "uvicorn 0.99.1 is outside the tested range" in why
