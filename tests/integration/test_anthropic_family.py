@@ -448,3 +448,42 @@ def test_emulator_verifies_sigv4(emulator: AnthropicFamilyEmulator) -> None:
     assert httpx.post(url, content=body, headers={"content-type": "application/json"}).status_code == 403
     with_model = orjson.dumps({**orjson.loads(body), "model": "x"})
     assert httpx.post(url, content=with_model, headers=signed(with_model)).status_code == 400
+
+
+@pytest.mark.parametrize("model", list(KINDS))
+def test_a_field_the_kind_cannot_honour_is_refused_never_dropped(
+    server: ServerProcess, emulator: AnthropicFamilyEmulator, model: str
+) -> None:
+    """CONTRACT §15: 400 `unsupported_parameter` naming the field and the provider, before anything
+    reaches the upstream; a field sent with the value that asks for nothing is not a use of it."""
+    provider = KINDS[model][1]
+    before = len(emulator.requests)
+    for field, value in (
+        ("seed", 7),
+        ("response_format", {"type": "json_object"}),
+        ("logprobs", True),
+        ("frequency_penalty", 0.5),
+        ("store", True),
+    ):
+        body = {"model": model, "messages": [{"role": "user", "content": "hello"}], field: value}
+        r = httpx.post(server.base_url + CHAT, json=body, headers=server.headers, timeout=30)
+        assert r.status_code == 400, (field, r.text)
+        error = r.json()["error"]
+        assert error["code"] == "unsupported_parameter" and f"'{field}'" in error["message"]
+        assert repr(provider) in error["message"]
+    assert len(emulator.requests) == before  # refused before any upstream request
+    neutral = {
+        "model": model,
+        "messages": [{"role": "user", "content": "hello"}],
+        "seed": None,
+        "logprobs": False,
+        "n": 1,
+        "response_format": {"type": "text"},
+        "frequency_penalty": 0,
+        "temperature": 0.5,
+    }
+    mark = marker()
+    neutral["messages"] = [{"role": "user", "content": mark}]
+    ok = httpx.post(server.base_url + CHAT, json=neutral, headers=server.headers, timeout=30)
+    assert ok.status_code == 200, ok.text
+    assert received(emulator, mark).body["temperature"] == 0.5  # translated, and it arrived

@@ -36,6 +36,7 @@ from ..errors import (
 )
 from ..events import Event, Failed, Finished, Started
 from ..providers.base import ChatProvider, DirectStream, UpstreamStream
+from ..providers.fidelity import refusal_message, refused_field
 from ..request import GenerationRequest
 from .cancel import CANCELLED, MIN_WAIT_S, TIMED_OUT, CancelSignal, UpstreamClock
 from .fallback import ANSWER_NOW, END_STREAM, after_failure, answer_now, final_error
@@ -136,6 +137,11 @@ class Relay:
     async def run(self) -> AsyncGenerator[RelayItem, None]:
         health, breakers = self.health, self.breakers
         for i, (provider, route) in enumerate(self.routes):
+            refused = refused_field(provider.kind, self.request)  # CONTRACT §15: never silently dropped
+            if refused is not None:  # this route cannot serve the request as asked: the next may
+                message = refusal_message(refused, provider.name, provider.kind)
+                self.failures.append(RouteFailure(provider.name, "unsupported_parameter", message, 400))
+                continue
             key = ""
             if health is not None and breakers is not None:
                 key, breaker = breakers[i]

@@ -1,0 +1,160 @@
+"""What each provider kind does with each request field (CONTRACT §15): translated, passed through, or
+refused before the response starts with 400 `unsupported_parameter` naming the field and the provider.
+Never silently dropped.
+
+The table is the one place this is decided: the relay asks `refused_field` before it opens a route
+(a refusal moves to the next route, gateway/fallback.py), and docs/translation.md is written from it
+(`python -m tidegate.providers.fidelity > docs/translation.md`; a test checks the file is current).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..request import GenerationRequest
+
+TRANSLATED, PASSED, REFUSED = "translated", "passed through", "refused"
+
+# The Chat Completions request fields (OpenAI's API reference), and what tidegate adds (`reasoning`,
+# OpenRouter's shape; `provider`, routing). The Responses and native doors arrive as the same
+# canonical request: their fields are these once parsed.
+CHAT_FIELDS = (
+    "audio",
+    "frequency_penalty",
+    "function_call",
+    "functions",
+    "logit_bias",
+    "logprobs",
+    "max_completion_tokens",
+    "max_tokens",
+    "metadata",
+    "modalities",
+    "n",
+    "parallel_tool_calls",
+    "prediction",
+    "presence_penalty",
+    "prompt_cache_key",
+    "reasoning",
+    "reasoning_effort",
+    "response_format",
+    "safety_identifier",
+    "seed",
+    "service_tier",
+    "stop",
+    "store",
+    "temperature",
+    "tool_choice",
+    "tools",
+    "top_logprobs",
+    "top_p",
+    "user",
+    "verbosity",
+    "web_search_options",
+)
+# read by tidegate itself whatever the provider (`n` only as 1: the chat door refuses more)
+GATEWAY_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "provider", "n"})
+
+_ANTHROPIC = {
+    "max_tokens": TRANSLATED,
+    "max_completion_tokens": TRANSLATED,
+    "temperature": TRANSLATED,
+    "top_p": TRANSLATED,
+    "stop": TRANSLATED,
+    "tools": TRANSLATED,
+    "tool_choice": TRANSLATED,
+    "parallel_tool_calls": TRANSLATED,
+    "user": TRANSLATED,
+    "reasoning": TRANSLATED,
+    "reasoning_effort": TRANSLATED,
+}
+FIDELITY: dict[str, dict[str, str]] = {
+    "openai": dict.fromkeys(CHAT_FIELDS, PASSED),  # the client's body as sent, unknown fields too
+    "anthropic": _ANTHROPIC,
+    "bedrock": _ANTHROPIC,
+    "vertex": _ANTHROPIC,
+    "local": {
+        "max_tokens": TRANSLATED,
+        "max_completion_tokens": TRANSLATED,
+        "temperature": TRANSLATED,
+        "top_p": TRANSLATED,
+        "stop": TRANSLATED,
+        "seed": TRANSLATED,
+    },
+}
+# the values that ask for nothing (a client library's defaults): not a use of the field
+_NEUTRAL: dict[str, tuple[Any, ...]] = {
+    "frequency_penalty": (0,),
+    "presence_penalty": (0,),
+    "logit_bias": ({},),
+    "modalities": (["text"],),
+    "response_format": ({"type": "text"},),
+    "n": (1,),
+    "metadata": ({},),
+}
+
+
+def _sent(request: GenerationRequest) -> dict[str, Any]:
+    """The fields the request uses: the chat door's body as sent, or the canonical request's."""
+    if request.raw_body:
+        return request.raw_body
+    return {
+        "max_tokens": request.max_tokens,
+        "temperature": request.temperature,
+        "top_p": request.top_p,
+        "stop": request.stop or None,
+        "tools": request.tools,
+        "tool_choice": request.tool_choice,
+        "parallel_tool_calls": request.parallel_tool_calls,
+        "seed": request.seed,
+        "user": request.user,
+        "response_format": request.response_format,
+        "reasoning": request.reasoning,
+    }
+
+
+def refused_field(kind: str, request: GenerationRequest) -> str | None:
+    """The first field `request` uses that a provider of `kind` cannot honour, or None."""
+    table = FIDELITY.get(kind)
+    if table is None or kind == "openai":
+        return None
+    for name, value in _sent(request).items():
+        if value is None or value is False or name in GATEWAY_FIELDS:
+            continue
+        if table.get(name, REFUSED) == REFUSED and value not in _NEUTRAL.get(name, ()):
+            return name
+    return None
+
+
+def refusal_message(field: str, provider: str, kind: str) -> str:
+    return (
+        f"'{field}' is not supported by provider {provider!r} (kind {kind!r}); tidegate refuses it rather"
+        " than drop it: remove it, or use a model served by a provider that supports it"
+    )
+
+
+def table_markdown() -> str:
+    """docs/translation.md."""
+    kinds = list(FIDELITY)
+    lines = [
+        "# Request fields by provider kind",
+        "",
+        "Generated from `src/tidegate/providers/fidelity.py` (`python -m tidegate.providers.fidelity >"
+        " docs/translation.md`); CONTRACT §15. A field a provider kind cannot honour is refused before",
+        "the response starts with 400 `unsupported_parameter` naming the field and the provider, never",
+        "silently dropped; when a model has another route that can serve the request, that route is",
+        "tried instead (docs/fallback.md). A field sent with the value that asks for nothing (`null`,",
+        "`false`, `n: 1`, `response_format: {type: text}`, a zero penalty, ...) is not a use of it.",
+        "`model`, `messages`, `stream`, `stream_options`, `provider` and `n: 1` are read by tidegate on",
+        "every kind.",
+        "",
+        "| field | " + " | ".join(f"`{k}`" for k in kinds) + " |",
+        "|---|" + "---|" * len(kinds),
+    ]
+    for name in CHAT_FIELDS:
+        cells = [FIDELITY[k].get(name, REFUSED) for k in kinds]
+        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(table_markdown(), end="")

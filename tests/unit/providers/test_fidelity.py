@@ -1,0 +1,55 @@
+"""The fidelity table (providers/fidelity.py): what each kind refuses, the values that ask for nothing,
+and docs/translation.md written from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tidegate.providers.fidelity import FIDELITY, refused_field, table_markdown
+from tidegate.request import GenerationRequest, ReasoningOptions
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "translation.md"
+HI = [{"role": "user", "content": "hi"}]
+
+
+def chat(**body: Any) -> GenerationRequest:
+    """A chat-door request: its body as sent."""
+    raw = {"model": "m", "messages": HI, **body}
+    return GenerationRequest(model="m", messages=HI, raw_body=raw)
+
+
+def test_the_doc_is_written_from_the_table() -> None:
+    assert DOC.read_text() == table_markdown(), "run: python -m tidegate.providers.fidelity > docs/translation.md"
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "bedrock", "vertex"])
+def test_the_anthropic_kinds(kind: str) -> None:
+    assert refused_field(kind, chat(seed=1)) == "seed"
+    assert refused_field(kind, chat(response_format={"type": "json_schema", "json_schema": {}})) == "response_format"
+    assert refused_field(kind, chat(some_new_field=3)) == "some_new_field"  # unknown: refused, not dropped
+    assert refused_field(kind, chat(temperature=0, top_p=0.5, stop=["x"], user="u", tool_choice="auto")) is None
+    neutral = chat(seed=None, logprobs=False, n=1, frequency_penalty=0, response_format={"type": "text"})
+    assert refused_field(kind, neutral) is None
+    assert refused_field(kind, chat(stream=True, stream_options={"include_usage": True})) is None
+
+
+def test_openai_passes_everything_and_local_takes_little() -> None:
+    assert refused_field("openai", chat(seed=1, logprobs=True, anything=1)) is None
+    assert refused_field("local", chat(seed=1, temperature=0.2)) is None
+    assert refused_field("local", chat(tools=[{"type": "function"}])) == "tools"
+    assert refused_field("local", chat(reasoning_effort="high")) == "reasoning_effort"
+
+
+def test_a_canonical_request_from_the_other_doors() -> None:
+    """The Responses and native doors arrive without a chat body: their parsed fields count."""
+    assert refused_field("anthropic", GenerationRequest(model="m", messages=HI, seed=3)) == "seed"
+    thinking = GenerationRequest(model="m", messages=HI, reasoning=ReasoningOptions(effort="high"))
+    assert refused_field("anthropic", thinking) is None
+    assert refused_field("local", thinking) == "reasoning"
+
+
+def test_every_kind_has_a_row_per_field() -> None:
+    assert set(FIDELITY) == {"openai", "anthropic", "bedrock", "vertex", "local"}
