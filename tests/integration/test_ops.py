@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from helpers import ServerProcess, sqlite_url, start_server
 
 
-def _metric(text: str, prefix: str) -> float:
+def _metric(text: str, selector: str) -> float:
+    """The sum of the samples `name{label="value",...}` selects (labels in any order), read with
+    prometheus-client's own parser."""
+    name, _, rest = selector.partition("{")
+    wanted = dict(re.findall(r'(\w+)="([^"]*)"', rest))
     total = 0.0
-    for line in text.splitlines():
-        if line.startswith(prefix):
-            total += float(line.rsplit(" ", 1)[1])
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in wanted.items()):
+                total += sample.value
     return total
 
 

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .. import metrics
 from ..config import ModelConfig, Pricing
 from ..errors import InsufficientCredits, ModelNotAllowed, RateLimited, quote
 from ..events import UsageReport
@@ -115,6 +116,7 @@ class Admission:
         decision = await self.store.admit(ask, now)
         headers = rate_headers(decision)
         if not decision.admitted:
+            metrics.LIMIT_REJECTIONS.labels(decision.refusal or "credits").inc()
             raise refusal(decision, amount, ask.tokens, key, headers)
         ticket.reserved, ticket.headers = True, headers
         return ticket

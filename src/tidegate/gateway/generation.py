@@ -8,6 +8,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from .. import metrics
 from ..config import Config, ModelConfig, Pricing
 from ..errors import TidegateError
 from ..events import Failed
@@ -241,6 +242,7 @@ class Gateway:
     def _register(self, gen: G) -> G:
         """Running: `/cancel` and the drain find it until `release`."""
         self.running[gen.id] = gen
+        metrics.RUNNING.inc()
         return gen
 
     async def aclose(self) -> None:
@@ -248,7 +250,8 @@ class Gateway:
         await self.router.aclose()
 
     def release(self, generation_id: str) -> None:
-        self.running.pop(generation_id, None)
+        if self.running.pop(generation_id, None) is not None:
+            metrics.RUNNING.dec()
 
     def cancel(self, generation_id: str) -> bool:
         gen = self.running.get(generation_id)

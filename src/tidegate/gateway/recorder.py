@@ -321,13 +321,16 @@ class Recorder:
                 "generation %s was marked interrupted while it ran here; its outcome %s is not stored", rec.id, status
             )
             rec.status, rec.finish_reason, rec.error = "interrupted", "error", dict(INTERRUPTED_ERROR)
-        metrics.GENERATIONS.inc(rec.model, rec.provider or "", rec.status)
-        metrics.TOKENS.inc(rec.model, "prompt", amount=rec.usage.prompt_tokens)
-        metrics.TOKENS.inc(rec.model, "completion", amount=rec.usage.completion_tokens)
+        metrics.GENERATIONS.labels(rec.model, rec.provider or "", rec.status).inc()
+        metrics.TOKENS.labels(rec.model, "prompt").inc(rec.usage.prompt_tokens)
+        metrics.TOKENS.labels(rec.model, "completion").inc(rec.usage.completion_tokens)
         if rec.cost:
-            metrics.COST.inc(rec.model, amount=rec.cost)
+            metrics.COST.labels(rec.model).inc(rec.cost)
         if rec.ttft_ms is not None:
-            metrics.TTFT.observe(rec.ttft_ms / 1000, rec.model)
+            metrics.TTFT.labels(rec.model).observe(rec.ttft_ms / 1000)
+        metrics.DURATION.labels(rec.model, rec.status).observe(rec.duration_ms / 1000)
+        if rec.attempts > 1 and rec.status == "completed":
+            metrics.FALLBACKS.labels(rec.model).inc()
         self.closed = True
         self._notify()
         if self.ticket is not None:

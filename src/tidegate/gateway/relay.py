@@ -335,7 +335,7 @@ class Relay:
                 for i, event in enumerate(batch):
                     if isinstance(event, Failed):
                         self._route_done = True
-                        metrics.UPSTREAM_FAILURES.inc(provider.name, event.code)
+                        metrics.UPSTREAM_FAILURES.labels(provider.name, event.code).inc()
                         if not event.provider or event.retriable_before_commit:
                             event = Failed(
                                 event.code, event.message, event.provider or provider.name, False, event.status
@@ -401,7 +401,7 @@ class Relay:
     def _fail(self, provider: str, failure: Failed, code: str, retry_after: float | None) -> list[Event]:
         """The batch to hand out. Before the commit point: none (remember the failure and let `run`
         try the next route). After: the one `Failed` that ends the stream."""
-        metrics.UPSTREAM_FAILURES.inc(provider, code)
+        metrics.UPSTREAM_FAILURES.labels(provider, code).inc()
         action = after_failure(code, failure.retriable_before_commit, self.committed)  # gateway/fallback.py
         if action == END_STREAM:
             self._route_done = True

@@ -107,7 +107,7 @@ class TidegateApp:
                     {"error": {"code": "internal_error", "message": "internal error", "type": "server_error"}},
                 )
         finally:
-            metrics.HTTP_REQUESTS.inc(_route_label(req.path), str(req.status))
+            metrics.HTTP_REQUESTS.labels(_route_label(req.path), str(req.status)).inc()
 
     async def _dispatch(self, req: Request) -> None:
         path = req.path

@@ -32,10 +32,7 @@ async def healthz(req: Request) -> None:
 
 
 async def metrics_endpoint(req: Request, state: AppState) -> None:
-    metrics.register_gauge(
-        "tidegate_generations_running", "Generations running in this worker", lambda: len(state.gateway.running)
-    )
-    await req.respond_bytes(200, metrics.render_all(), "text/plain; version=0.0.4; charset=utf-8")
+    await req.respond_bytes(200, metrics.render(), metrics.CONTENT_TYPE)
 
 
 async def readyz(req: Request, state: AppState) -> None:

@@ -29,9 +29,11 @@ import errno
 import faulthandler
 import multiprocessing
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 from multiprocessing.connection import wait
@@ -40,6 +42,7 @@ from multiprocessing.synchronize import Event
 from typing import Any, NamedTuple, Protocol
 
 import click
+from prometheus_client import multiprocess
 
 STARTUP_FAILURE = 3  # uvicorn's exit code for a worker that could not start (bad bind, failed lifespan)
 _YOUNG_S = 5.0  # a worker that dies younger than this is restarted after a growing pause
@@ -183,6 +186,9 @@ class Supervisor:
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, self._on_signal)
         signal.signal(signal.SIGHUP, self._on_hangup)
+        # the workers' metrics in one directory: `/metrics` in any worker answers for all (metrics.py)
+        metrics_dir = tempfile.mkdtemp(prefix="tidegate-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
         self._workers = [self._start_one() for _ in range(self._count)]
         code = 0
         try:
@@ -200,6 +206,7 @@ class Supervisor:
         finally:
             _stop(self._workers, self._grace_s)
             self._claimed.close()
+            shutil.rmtree(metrics_dir, ignore_errors=True)
         return code
 
     def _replace_dead(self) -> bool:
@@ -208,6 +215,7 @@ class Supervisor:
             if process.is_alive() or self._stop_signal is not None:
                 continue
             process.join()
+            _forget_metrics(process)
             if process.exitcode == STARTUP_FAILURE:
                 click.echo(f"tidegate: worker {process.pid} failed to start; stopping", err=True)
                 return True
@@ -290,3 +298,10 @@ def _stop(workers: list[Worker], grace_s: float) -> None:
         if w.process.is_alive():
             w.process.kill()
             w.process.join()
+        _forget_metrics(w.process)
+
+
+def _forget_metrics(process: BaseProcess) -> None:
+    """A stopped worker's live gauges leave the sum `/metrics` reports (its counters stay counted)."""
+    if process.pid is not None and os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        multiprocess.mark_process_dead(process.pid)  # type: ignore[no-untyped-call]
