@@ -237,7 +237,7 @@ async def drive_stream(
         return req.write_now(out[0] if len(out) == 1 else b"".join(out))
 
     # The response starts with the item after `Committed` (the relay hands both over in one step):
-    # the head, the writer's first frames and that item's leave in one write (`Request.start`).
+    # the head, the writer's first frames and that item's go out together (`Request.start`).
     head: dict[str, str] | None = None
     first = b""
     try:

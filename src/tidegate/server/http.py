@@ -13,7 +13,7 @@ import orjson
 
 from ..errors import InvalidRequest, PayloadTooLarge, TidegateError
 from ..resume import Resume
-from .shortcuts import JoinedWrites, chunked_cycle, write_chunk
+from .shortcuts import chunked_cycle, write_chunk
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -127,8 +127,7 @@ class Request:
     async def start(
         self, status: int, content_type: str, extra: dict[str, str] | None = None, body: bytes = b""
     ) -> None:
-        """Start a response whose body follows in `write`s; `body`, the first of it, leaves with the
-        head in one write (`shortcuts.py`)."""
+        """Start a response whose body follows in `write`s; `body` is the first of it."""
         headers = [(b"content-type", content_type.encode()), *self.base_headers(extra)]
         if content_type.startswith("text/event-stream"):
             headers += [(b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
@@ -179,7 +178,7 @@ class Request:
         await self._send_head(status, headers, body, False)
 
     async def _send_head(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes, more: bool) -> None:
-        """The head and, unless it is empty and more follows, a first body message: one write."""
+        """The head and, unless it is empty and more follows, a first body message."""
         self.status = status
         self._headers = None
         start = {"type": "http.response.start", "status": status, "headers": headers}
@@ -187,14 +186,9 @@ class Request:
             await self.send(start)
             self.started = True
         else:
-            joined = JoinedWrites.install(self.send)
-            try:
-                await self.send(start)
-                self.started = True
-                await self.send({"type": "http.response.body", "body": body, "more_body": more})
-            finally:
-                if joined is not None:
-                    joined.release()
+            await self.send(start)
+            self.started = True
+            await self.send({"type": "http.response.body", "body": body, "more_body": more})
         if more:
             self._chunked = chunked_cycle(self.send)
 
