@@ -16,7 +16,7 @@ from emulators.openai_upstream import OpenAIUpstream
 from helpers import ServerProcess, start_server
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "store"))
-from store_backends import shared_store_url
+from store_backends import redis_url, shared_store_url
 
 HI = [{"role": "user", "content": "hi"}]
 
@@ -79,3 +79,33 @@ def test_a_breaker_opened_on_one_instance_is_open_on_the_other(
     finally:
         a.stop()
         b.stop()
+
+
+def test_after_the_cooldown_one_instance_probes_for_all(emu: OpenAIUpstream, tmp_path: Path) -> None:
+    """Three gateways on one Redis: the breaker opens everywhere, and after the cooldown exactly one
+    request (from whichever instance claimed the probe) tries the failing route, not one per instance."""
+    base, why = redis_url()
+    if base is None:
+        pytest.skip(why)
+    emu.reset()
+    with shared_store_url("redis", tmp_path, "probe") as url:
+        cfg = config(url, emu).replace("breaker_cooldown_s = 60", "breaker_cooldown_s = 2")
+        gateways = [start_server(tmp_path / f"g{i}", cfg) for i in range(3)]
+        try:
+            chat(gateways[0])
+            chat(gateways[1])  # the second failure: open for every instance
+            deadline = time.monotonic() + 5
+            while any(state(g) != "open" for g in gateways) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert [state(g) for g in gateways] == ["open"] * 3
+            assert emu.counts().get("http-500") == 2
+            time.sleep(2.5)  # the cooldown is over everywhere
+            for _ in range(4):
+                for g in gateways:
+                    r = chat(g)
+                    assert r.status_code == 200 and r.headers["x-provider"] == "good"
+                    time.sleep(0.05)
+            assert emu.counts().get("http-500") == 3  # one probe for the service (it failed: open again)
+        finally:
+            for g in gateways:
+                g.stop()

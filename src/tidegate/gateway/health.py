@@ -10,8 +10,10 @@ request claims the one half-open probe; its success closes the breaker, its fail
 The state lives in this process. With a store that shares route health (Redis:
 `store.route_health()`), failures are also counted there and a breaker that opens there opens in
 every instance: a failure and the first success after shared failures write (in a task, off the
-request), and `sync_forever` reads the open routes once a second. The half-open probe stays local
-(each instance probes once after the cooldown).
+request), and `sync_forever` reads the open routes once a second. The half-open probe is one for
+the service: after the cooldown the first instance to claim it in the store sends the next request
+as the probe, the others skip the route for another cooldown; a probe that succeeds clears the
+shared failures, and the others close their breakers at their next read.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class RouteHealth:
     probing: bool = False
     in_flight: int = 0
     shared_dirty: bool = False  # the shared store may hold failures or an open breaker for it
+    claim: str | None = None  # the shared half-open probe: None, "pending" (asked), "won"
     ttfts: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     outcomes: deque[bool] = field(default_factory=lambda: deque(maxlen=WINDOW))
 
@@ -93,10 +96,28 @@ class Health:
         if h.state == CLOSED or (h.state == OPEN and h.open_until < local_until):
             h.state, h.probing, h.open_until = OPEN, False, local_until
 
+    async def _claim_probe(self, key: str, breaker: Breaker) -> None:
+        assert self.shared is not None
+        won = False
+        try:
+            won = await self.shared.claim_probe(key, breaker.cooldown_s)
+        finally:
+            h = self.get(key)
+            if won:
+                h.claim = "won"  # the next request to this route is the probe
+            else:  # another instance probes (or the store is down): skip the route another cooldown
+                h.claim, h.open_until = None, self._clock() + breaker.cooldown_s
+
     async def sync(self, keys: list[str]) -> None:
-        if self.shared is not None:
-            for key, until in (await self.shared.open_routes(keys)).items():
-                self._apply_open(key, until)
+        if self.shared is None:
+            return
+        for key, until in (await self.shared.open_routes(keys)).items():
+            self._apply_open(key, until)
+        held = [k for k in keys if (h := self.routes.get(k)) is not None and h.shared_dirty and h.state != CLOSED]
+        for key in await self.shared.recovered_routes(held):  # another instance's probe succeeded
+            h = self.routes[key]
+            if h.state == OPEN and not h.probing:
+                h.state, h.consecutive, h.claim, h.shared_dirty = CLOSED, 0, None, False
 
     async def sync_forever(self, keys: list[str], interval_s: float = 1.0) -> None:
         while True:
@@ -131,6 +152,12 @@ class Health:
         if h.state == OPEN:
             if self._clock() < h.open_until:
                 return False
+            if self.shared is not None and h.shared_dirty and h.claim != "won":
+                if h.claim is None:  # one probe for the service: claim it (this request skips the route)
+                    h.claim = "pending"
+                    self._share(self._claim_probe(key, breaker))
+                return False
+            h.claim = None
             h.state, h.probing = HALF_OPEN, True
             return True
         if h.probing:  # half-open: one probe at a time

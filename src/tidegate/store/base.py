@@ -231,6 +231,14 @@ class SharedRouteHealth(Protocol):
 
     async def open_routes(self, routes: list[str]) -> dict[str, float]: ...
 
+    async def claim_probe(self, route: str, ttl_s: float) -> bool:
+        """The one half-open probe of an open route, for this instance (True) or another (False)."""
+        ...
+
+    async def recovered_routes(self, routes: list[str]) -> set[str]:
+        """The routes no failure is counted against (a probe succeeded, or none failed lately)."""
+        ...
+
 
 class GenerationStore(Protocol):
     """Everything tidegate persists. Every implementation passes the same test suite."""

@@ -2,7 +2,9 @@
 
 Keys (under the store's prefix): `route:{route}:failures` the consecutive failures before the first
 byte, counted by every instance (forgotten 10 minutes after the last); `route:{route}:open` the wall
-clock time until which the route is open, expiring then. Only failures and the first success after
+clock time until which the route is open, expiring then; `route:{route}:probe` the instance that
+claimed the route's one half-open probe after the cooldown (expiring after another cooldown, so a
+prober that died does not hold it). Only failures and the first success after
 them write; the instances read the open routes once a second (`gateway/health.py`), never per request.
 """
 
@@ -45,7 +47,18 @@ class RedisRouteHealth:
         return None if out is None else float(out)
 
     async def route_recovered(self, route: str) -> None:
-        await self._client().delete(self._key("route", route, "failures"), self._key("route", route, "open"))
+        keys = [self._key("route", route, part) for part in ("failures", "open", "probe")]
+        await self._client().delete(*keys)
+
+    async def claim_probe(self, route: str, ttl_s: float) -> bool:
+        key = self._key("route", route, "probe")
+        return bool(await self._client().set(key, "1", nx=True, px=max(1, int(ttl_s * 1000))))
+
+    async def recovered_routes(self, routes: list[str]) -> set[str]:
+        if not routes:
+            return set()
+        values = await self._client().mget([self._key("route", r, "failures") for r in routes])
+        return {r for r, v in zip(routes, values, strict=True) if v is None}
 
     async def open_routes(self, routes: list[str]) -> dict[str, float]:
         """The routes open now, with the wall-clock time each stays open until."""

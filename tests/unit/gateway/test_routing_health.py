@@ -3,6 +3,8 @@ configs, with a settable clock for the breaker's cooldown."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -237,3 +239,59 @@ candidates = ["pricey", "cheap", "quick"]
     plan = Routing(cfg, health).plan(cfg.models["auto"], req)
     assert plan.routes[0][0].id == first and len(plan.routes) == 3
     assert plan.reason.startswith(f"policy={policy} chose {first}")
+
+
+class FakeShared:
+    """A store that shares route health (the Redis one's semantics, in memory) for two instances."""
+
+    def __init__(self) -> None:
+        self.failures: dict[str, int] = {}
+        self.open: dict[str, float] = {}
+        self.probe: set[str] = set()
+
+    async def route_failed(self, route: str, threshold: int, open_s: float) -> float | None:
+        self.failures[route] = self.failures.get(route, 0) + 1
+        if self.failures[route] >= threshold:
+            self.open[route] = time.time() + open_s
+            return self.open[route]
+        return None
+
+    async def route_recovered(self, route: str) -> None:
+        self.failures.pop(route, None)
+        self.open.pop(route, None)
+        self.probe.discard(route)
+
+    async def open_routes(self, routes: list[str]) -> dict[str, float]:
+        return {r: self.open[r] for r in routes if r in self.open and self.open[r] > time.time()}
+
+    async def claim_probe(self, route: str, ttl_s: float) -> bool:
+        won = route not in self.probe
+        self.probe.add(route)
+        return won
+
+    async def recovered_routes(self, routes: list[str]) -> set[str]:
+        return {r for r in routes if r not in self.failures}
+
+
+async def test_one_instance_probes_for_all_and_its_success_closes_the_others() -> None:
+    shared, clock = FakeShared(), Clock()
+    a, b = Health(clock), Health(clock)
+    a.shared = b.shared = shared
+    breaker, key = Breaker(failures=1, cooldown_s=5), "p/m"
+    assert a.enter(key, breaker)
+    a.failed(key, breaker, None)
+    a.end(key)
+    await asyncio.sleep(0)  # the shared write
+    await b.sync([key])
+    assert a.state(key) == b.state(key) == "open"
+    clock.now += 6  # the cooldown is over for both
+    assert not a.allow(key, breaker) and not b.allow(key, breaker)  # both ask for the probe
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert a.allow(key, breaker)  # a claimed it first: its next request is the probe
+    assert not b.allow(key, breaker)  # b skips the route another cooldown
+    a.succeeded(key, 0.1)
+    await asyncio.sleep(0)
+    await b.sync([key])
+    assert a.state(key) == b.state(key) == "closed"
+    assert b.allow(key, breaker)

@@ -465,6 +465,11 @@ async def test_route_health_is_shared_by_redis_and_kept_in_process_by_the_sql_st
     until = await other.route_failed("p/m", 2, 30)  # the second failure, from another process
     assert until is not None and until == pytest.approx(time.time() + 30, abs=2)
     assert await shared.open_routes(["p/m", "p/other"]) == {"p/m": until}
+    assert await shared.recovered_routes(["p/m", "p/other"]) == {"p/other"}
+    assert await shared.claim_probe("p/m", 30) is True  # one half-open probe for every process
+    assert await other.claim_probe("p/m", 30) is False
     await other.route_recovered("p/m")
     assert await shared.open_routes(["p/m"]) == {}
+    assert await shared.recovered_routes(["p/m"]) == {"p/m"}
+    assert await other.claim_probe("p/m", 0.2) is True  # the probe's claim went with the recovery
     assert await shared.route_failed("p/m", 2, 30) is None  # the count started again
