@@ -68,6 +68,13 @@ DURATION = Histogram(
     buckets=_SECONDS,
     registry=REGISTRY,
 )
+BREAKER_OPEN = Gauge(
+    "tidegate_route_breaker_open",
+    "1 while a route's circuit breaker is open or half-open (in any worker), else 0; route = provider/model",
+    ("route",),
+    multiprocess_mode="livemax",
+    registry=REGISTRY,
+)
 RUNNING = Gauge("tidegate_generations_running", "Generations running", multiprocess_mode="livesum", registry=REGISTRY)
 
 

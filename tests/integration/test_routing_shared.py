@@ -99,6 +99,8 @@ def test_after_the_cooldown_one_instance_probes_for_all(emu: OpenAIUpstream, tmp
                 time.sleep(0.1)
             assert [state(g) for g in gateways] == ["open"] * 3
             assert emu.counts().get("http-500") == 2
+            scraped = httpx.get(gateways[2].base_url + "/metrics").text
+            assert 'tidegate_route_breaker_open{route="bad/http-500"} 1.0' in scraped
             time.sleep(2.5)  # the cooldown is over everywhere
             for _ in range(4):
                 for g in gateways:

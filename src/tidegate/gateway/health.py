@@ -25,6 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import metrics
 from ..config import Breaker
 from ..store.base import SharedRouteHealth
 
@@ -95,6 +96,7 @@ class Health:
         local_until = self._clock() + remaining
         if h.state == CLOSED or (h.state == OPEN and h.open_until < local_until):
             h.state, h.probing, h.open_until = OPEN, False, local_until
+            metrics.BREAKER_OPEN.labels(key).set(1)
 
     async def _claim_probe(self, key: str, breaker: Breaker) -> None:
         assert self.shared is not None
@@ -118,6 +120,7 @@ class Health:
             h = self.routes[key]
             if h.state == OPEN and not h.probing:
                 h.state, h.consecutive, h.claim, h.shared_dirty = CLOSED, 0, None, False
+                metrics.BREAKER_OPEN.labels(key).set(0)
 
     async def sync_forever(self, keys: list[str], interval_s: float = 1.0) -> None:
         while True:
@@ -191,6 +194,8 @@ class Health:
             h.shared_dirty = False
             self._share(self.shared.route_recovered(key))
         h.consecutive = 0
+        if h.state != CLOSED:
+            metrics.BREAKER_OPEN.labels(key).set(0)
         h.state, h.probing = CLOSED, False
 
     def failed(self, key: str, breaker: Breaker, retry_after: float | None) -> None:
@@ -204,6 +209,7 @@ class Health:
             wait = retry_after
         if h.state == HALF_OPEN or h.consecutive >= breaker.failures:
             h.state, h.probing, h.open_until = OPEN, False, self._clock() + wait
+            metrics.BREAKER_OPEN.labels(key).set(1)
         if self.shared is not None:
             h.shared_dirty = True
             # a failed probe reopens everywhere: counted as the threshold's worth
