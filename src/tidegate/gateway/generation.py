@@ -101,6 +101,10 @@ class EmbeddingGeneration:
     def record(self) -> GenerationRecord:
         return self.recorder.record
 
+    async def fail(self, failure: dict[str, object]) -> GenerationRecord:
+        status = "cancelled" if failure.get("code") == "cancelled" else "failed"
+        return await self.recorder.finish(status, attempts=self.relay.attempts, error=failure)
+
 
 class Gateway:
     """What the doors call: resolve the model, record the generation, run the relay."""

@@ -12,16 +12,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import orjson
 
 from ..commit import Committed
 from ..errors import TidegateError, UpstreamError, UpstreamTimeout
 from ..events import Event, Failed, FailureCode, RawFrame, UsageReport
-from ..gateway.generation import ExistingGeneration, Generation
+from ..gateway.generation import EmbeddingGeneration, ExistingGeneration, Generation
 from ..gateway.relay import KEEPALIVE
 from ..request import GenerationRequest
 from ..sse import encode_comment
@@ -122,17 +122,58 @@ def as_error(failure: Failed) -> TidegateError:
     return UpstreamTimeout(failure.message) if failure.code == "upstream_timeout" else UpstreamError(failure.message)
 
 
-async def serve_generation(req: Request, state: AppState, key: ApiKey, spec: DoorSpec) -> None:
-    """Idempotency (CONTRACT §7), then run the generation through the stream or JSON driver."""
+G = TypeVar("G", Generation, EmbeddingGeneration)
+
+
+async def open_generation(
+    req: Request,
+    state: AppState,
+    key: ApiKey,
+    door: str,
+    body: Any,
+    streaming: bool,
+    start: Callable[[str | None, str | None], Awaitable[G]],
+) -> G | None:
+    """Every generation door's start (CONTRACT §7): the Idempotency-Key and the body's hash, a resumed
+    stream that already ended, a repeated key answered from its record; else `start(key, hash)`'s new
+    generation. None when the request was answered here."""
     idem = idempotency_key(req)
-    rhash = request_hash(spec.door, spec.body) if idem else None
-    streaming = spec.request.stream
+    rhash = request_hash(door, body) if idem else None
     if streaming and await resume_ended(req, state, key.id, idem, rhash):
-        return
-    assert req.generation_id is not None
+        return None
     try:
-        gen = await state.gateway.start(
-            generation_id=req.generation_id,
+        return await start(idem, rhash)
+    except ExistingGeneration as existing:
+        await answer_existing(req, state, existing.result, streaming)
+        return None
+
+
+@contextlib.asynccontextmanager
+async def running(req: Request, state: AppState, gen: Generation | EmbeddingGeneration) -> AsyncIterator[None]:
+    """Every generation door's lifetime around its driver: the key's X-RateLimit-* on the answer, a
+    keyless request cancelled when its client goes away (CONTRACT §7), and, however the driver ends,
+    the generation released and never left running."""
+    ticket = gen.recorder.ticket
+    if ticket is not None and ticket.headers:
+        req.extra_headers = ticket.headers
+    cancel_on_disconnect = gen.cancel if gen.record.idempotency_key is None else None
+    try:
+        async with DisconnectWatch(req, cancel_on_disconnect):
+            yield
+    finally:
+        state.gateway.release(gen.id)
+        if not gen.recorder.closed:  # a bug or a cancelled task ended the door early
+            await asyncio.shield(gen.fail({"code": "upstream_error", "message": "the gateway ended the request"}))
+
+
+async def serve_generation(req: Request, state: AppState, key: ApiKey, spec: DoorSpec) -> None:
+    """A streaming-capable door's generation: `open_generation`, then the stream or JSON driver."""
+    assert req.generation_id is not None
+    generation_id = req.generation_id
+
+    def start(idem: str | None, rhash: str | None) -> Awaitable[Generation]:
+        return state.gateway.start(
+            generation_id=generation_id,
             door=spec.door,
             key=key,
             request=spec.request,
@@ -140,33 +181,25 @@ async def serve_generation(req: Request, state: AppState, key: ApiKey, spec: Doo
             idempotency_key=idem,
             request_hash=rhash,
         )
-    except ExistingGeneration as existing:
-        await answer_existing(req, state, existing.result, streaming)
+
+    streaming = spec.request.stream
+    gen = await open_generation(req, state, key, spec.door, spec.body, streaming, start)
+    if gen is None:
         return
-    ticket = gen.recorder.ticket
-    if ticket is not None and ticket.headers:
-        req.extra_headers = ticket.headers  # the key's X-RateLimit-* on the answer, whichever it is
-    # A request without Idempotency-Key is cancelled when its client goes away (CONTRACT §7).
-    cancel_on_disconnect = gen.cancel if gen.record.idempotency_key is None else None
-    try:
-        async with DisconnectWatch(req, cancel_on_disconnect):
-            if streaming:
-                writer = spec.make_stream(gen)
-                try:
-                    await drive_stream(req, state, gen, writer, spec.stream_headers)
-                except Exception:  # a bug anywhere in finishing: the door's failure ending all the same
-                    log.exception("generation %s: the stream driver failed", gen.id)
-                    await _end_broken(req, gen, writer)
-            else:
-                try:
-                    await drive_json(req, gen, spec.make_json(gen))
-                except Exception:
-                    log.exception("generation %s: the JSON driver failed", gen.id)
-                    await _end_broken(req, gen, None)
-    finally:
-        state.gateway.release(gen.id)
-        if not gen.recorder.closed:  # a bug or a cancelled task ended the door early: never leave it running
-            await asyncio.shield(gen.fail({"code": "upstream_error", "message": "the gateway ended the request"}))
+    async with running(req, state, gen):
+        if streaming:
+            writer = spec.make_stream(gen)
+            try:
+                await drive_stream(req, state, gen, writer, spec.stream_headers)
+            except Exception:  # a bug anywhere in finishing: the door's failure ending all the same
+                log.exception("generation %s: the stream driver failed", gen.id)
+                await _end_broken(req, gen, writer)
+        else:
+            try:
+                await drive_json(req, gen, spec.make_json(gen))
+            except Exception:
+                log.exception("generation %s: the JSON driver failed", gen.id)
+                await _end_broken(req, gen, None)
 
 
 BROKEN = "the gateway failed to finish this answer"

@@ -2,26 +2,27 @@
 
 `stream: true` is a 400 `stream_not_supported`: embeddings have no incremental form. Like every
 generation door it honours `Idempotency-Key` (CONTRACT §7: the stored JSON with `Idempotent-Replayed:
-true`, 409 while running, 422 for another body) and is registered for `/api/v1/generations/{id}/cancel`.
+true`, 409 while running, 422 for another body) and is registered for `/api/v1/generations/{id}/cancel`:
+its start and lifetime are the door's (`door.open_generation`, `door.running`).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 
 import orjson
 
 from ..errors import PayloadTooLarge, TidegateError
 from ..events import Started, UsageReport
 from ..gateway.embedding_relay import EmbeddingOutcome, estimate_tokens
-from ..gateway.generation import EmbeddingGeneration, ExistingGeneration
+from ..gateway.generation import EmbeddingGeneration
 from ..render.embeddings import embeddings_json
 from ..request import EmbeddingInputs
 from ..store.base import ApiKey
-from .disconnect import DisconnectWatch
+from .door import open_generation, running
 from .embeddings_request import MAX_TOTAL_TOKENS, EmbeddingRequest, parse_embedding_request
 from .http import Request
-from .idempotency import answer_existing, idempotency_key, request_hash
 from .state import AppState
 
 
@@ -55,41 +56,27 @@ async def embeddings(req: Request, state: AppState, key: ApiKey) -> None:
     request = parse_embedding_request(body)
     state.gateway.router.model(request.model, "embedding")  # 404 / wrong type before anything is stored
     await check_total_tokens(request.inputs)
-    idem = idempotency_key(req)
-    rhash = request_hash("embeddings", body) if idem else None
     assert req.generation_id is not None
-    try:
-        gen = await state.gateway.start_embedding(
-            generation_id=req.generation_id,
-            key=key,
-            model_id=request.model,
-            idempotency_key=idem,
-            request_hash=rhash,
+    generation_id = req.generation_id
+
+    def start(idem: str | None, rhash: str | None) -> Awaitable[EmbeddingGeneration]:
+        return state.gateway.start_embedding(
+            generation_id=generation_id, key=key, model_id=request.model, idempotency_key=idem, request_hash=rhash
         )
-    except ExistingGeneration as existing:
-        await answer_existing(req, state, existing.result, streaming=False)
+
+    gen = await open_generation(req, state, key, "embeddings", body, False, start)
+    if gen is None:
         return
-    ticket = gen.recorder.ticket
-    if ticket is not None and ticket.headers:
-        req.extra_headers = ticket.headers
-    try:
+    async with running(req, state, gen):  # the lifetime every generation door shares (door.py)
         await _embed(req, gen, request, state.gateway.router.regions)
-    finally:
-        state.gateway.release(gen.id)
 
 
 async def _embed(req: Request, gen: EmbeddingGeneration, request: EmbeddingRequest, regions: dict[str, str]) -> None:
     recorder, relay = gen.recorder, gen.relay
-    # A request without Idempotency-Key is cancelled when its client goes away (CONTRACT §7).
     try:
-        async with DisconnectWatch(req, gen.cancel if gen.record.idempotency_key is None else None):
-            outcome = await relay.run(request.inputs, request.dimensions)
+        outcome = await relay.run(request.inputs, request.dimensions)
     except TidegateError as exc:
-        await recorder.finish(
-            "cancelled" if exc.error_code == "cancelled" else "failed",
-            attempts=relay.attempts,
-            error={"code": exc.error_code, "message": exc.message},
-        )
+        await gen.fail({"code": exc.error_code, "message": exc.message})
         await req.respond_error(exc, {"x-provider-attempts": str(relay.attempts)})
         return
     recorder.observe(Started(outcome.provider, outcome.served_model))
