@@ -4,6 +4,11 @@ The decoder follows https://html.spec.whatwg.org/multipage/server-sent-events.ht
 and CRLF line endings (a CRLF split across reads included), one BOM stripped at the very start only,
 comments skipped (counted, so callers can see keep-alives), `data` lines joined with "\\n", `id` with
 NUL ignored, `retry` only when all ASCII digits, an unterminated event at EOF dropped.
+
+Two paths, no more: `feed`, the reference decoder (any input: CR endings become LF, then one split
+into lines), and `whole_data_payloads`, the fast path for the reads every OpenAI-compatible stream
+sends (whole one-line `data:` events), which answers the same payloads `feed` would or declines and
+changes nothing (a differential property test holds them to it: `tests/unit/fuzz/test_fuzz_sse.py`).
 """
 
 from __future__ import annotations
@@ -92,35 +97,25 @@ class SSEDecoder:
             exc.events = events
             raise
 
-    def whole_data_event(self, chunk: bytes) -> bytes | None:
-        """The payload of a read that is exactly one whole `data: ` event with LF endings and nothing
-        pending before it: every read of a paced OpenAI-compatible stream. None for anything else
-        (nothing has changed then: `feed` decodes the read). The caller dispatches the payload as a
-        `message` event itself, with no `SSEEvent` and no str built for it."""
-        if (
-            chunk[:6] != b"data: "
-            or chunk[-2:] != b"\n\n"
-            or chunk.find(b"\n") != len(chunk) - 2
-            or chunk.find(b"\r") != -1
-            or self._buf
-            or self._have_data
-            or self._event
-            or len(chunk) > self._max_line
-            or len(chunk) > self._max_event
-        ):
-            return None
-        self._started = True  # (a read that starts with `data: ` has no BOM to strip, no LF to skip)
-        self._skip_lf = False
-        return chunk[6:-2]
-
     def whole_data_payloads(self, chunk: bytes) -> list[bytes] | None:
-        """The payloads of a read that is whole `data:` events of one line each, LF endings, nothing
-        pending before it: an unpaced stream's reads, several events at once. None for anything else
-        (nothing has changed then: `feed` decodes the read). The caller dispatches each payload as a
-        `message` event itself, with no `SSEEvent` and no str built for it."""
+        """The fast path: the payloads of a read that is whole `data:` events of one line each, LF
+        endings, nothing pending before it (every read of a paced OpenAI-compatible stream is one such
+        event; an unpaced one's hold several). None for anything else (nothing has changed then:
+        `feed`, the reference decoder, decodes the read). The caller dispatches each payload as a
+        `message` event itself, with no `SSEEvent` and no str built for it. Tested against `feed`
+        byte for byte (`tests/unit/fuzz/test_fuzz_sse.py`)."""
         if chunk[-2:] != b"\n\n" or chunk.find(b"\r") != -1 or self._buf or self._have_data or self._event:
             return None
         max_line, max_event = self._max_line, self._max_event
+        if chunk.find(b"\n") == len(chunk) - 2:  # one event, a paced stream's every read: no split
+            if chunk[:5] != b"data:" or len(chunk) - 2 > max_line:
+                return None
+            payload = chunk[6:-2] if chunk[5:6] == b" " else chunk[5:-2]
+            if len(payload) + 1 > max_event:
+                return None
+            self._started = True
+            self._skip_lf = False
+            return [payload]
         payloads: list[bytes] = []
         for block in chunk[:-2].split(b"\n\n"):
             if block[:5] != b"data:" or block.find(b"\n") != -1 or len(block) > max_line:
@@ -159,15 +154,14 @@ class SSEDecoder:
             if buf[0:1] == b"\n":
                 buf = buf[1:]
             self._skip_lf = False
-        # `.find`, not `in`: CPython 3.11's `bytes in bytes` first tries the operand as an integer and
-        # builds (then drops) a formatted TypeError on every test
+        # CR and CRLF end lines too (the SSE spec): as LF, so one split finds every line. A read that
+        # ends in CR may be half a CRLF: the next read's first LF is then not a line of its own.
+        # (`.find`, not `in`: CPython 3.11's `bytes in bytes` first tries the operand as an integer and
+        # builds, then drops, a formatted TypeError on every test.)
         if buf.find(b"\r") != -1:
-            return self._feed_any_endings(buf, events)
-        if buf.endswith(b"\n\n") and not self._have_data and not self._event:
-            fast = self._whole_data_events(buf)
-            if fast is not None:
-                return fast
-        # LF-only (what every provider sends): one split instead of a search per line
+            self._skip_lf = buf.endswith(b"\r")
+            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        # one split instead of a search per line
         lines = buf.split(b"\n")
         rest = lines.pop()
         max_line = self._max_line
@@ -185,54 +179,6 @@ class SSEDecoder:
                 self._line(raw)
         if len(rest) > max_line:
             raise SSEProtocolError(f"SSE line of over {len(rest)} bytes exceeds {max_line}")
-        self._buf = rest
-        return events
-
-    def _whole_data_events(self, buf: bytes) -> list[SSEEvent] | None:
-        """The common read: whole events of one `data:` line each, nothing pending before them (every
-        provider streams this way, one event per read when paced). None when the read holds
-        anything else; the line-by-line path then decodes it, and nothing here has changed state."""
-        events: list[SSEEvent] = []
-        max_line = self._max_line
-        last_id, retry = self._last_id, self._retry
-        for block in buf[:-2].split(b"\n\n"):
-            if not block.startswith(b"data:") or block.find(b"\n") != -1 or len(block) > max_line:
-                return None
-            value = (block[6:] if block[5:6] == b" " else block[5:]).decode("utf-8", "replace")
-            if len(value) + 1 > self._max_event:
-                return None
-            events.append(SSEEvent(value, "message", last_id, retry))
-        self._buf = b""
-        return events
-
-    def _feed_any_endings(self, buf: bytes, events: list[SSEEvent]) -> list[SSEEvent]:
-        pos = 0
-        end = len(buf)
-        while pos < end:
-            lf = buf.find(b"\n", pos)
-            cr = buf.find(b"\r", pos, lf if lf != -1 else end)
-            if cr != -1:
-                line_end = cr
-                nxt = cr + 1
-                if nxt < end:
-                    if buf[nxt : nxt + 1] == b"\n":
-                        nxt += 1
-                else:
-                    self._skip_lf = True
-            elif lf != -1:
-                line_end = lf
-                nxt = lf + 1
-            else:
-                break
-            if line_end - pos > self._max_line:
-                raise SSEProtocolError(f"SSE line of {line_end - pos} bytes exceeds {self._max_line}")
-            ev = self._line(buf[pos:line_end])
-            if ev is not None:
-                events.append(ev)
-            pos = nxt
-        rest = buf[pos:]
-        if len(rest) > self._max_line:
-            raise SSEProtocolError(f"SSE line of over {len(rest)} bytes exceeds {self._max_line}")
         self._buf = rest
         return events
 

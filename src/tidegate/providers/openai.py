@@ -79,20 +79,20 @@ class OpenAIDecoder:
     def feed(self, chunk: bytes) -> list[Event]:
         if self._done:
             return []  # nothing after [DONE] is read (as the OpenAI SDK does)
-        # The common read, one whole `data: {...}` event: its bytes are the chunk's JSON as they are
-        # (no str decoded and encoded back, no SSE event object). Bytes orjson refuses (invalid UTF-8
-        # among them) go the general way, which decodes them with replacement characters.
-        payload = self._sse.whole_data_event(chunk)
-        if payload is not None and payload[:1] == b"{":  # (JSON that opens with a brace is an object)
-            try:
-                obj = orjson.loads(payload)
-            except orjson.JSONDecodeError:
-                pass
-            else:
-                return self._chunk(obj, payload, [])
-        # `[DONE]`, or several whole events in one read (an unpaced stream, a stream's last chunks)
-        payloads = [payload] if payload is not None else self._sse.whole_data_payloads(chunk)
+        # The common read, whole `data: {...}` events (one when paced): their bytes are the chunks'
+        # JSON as they are (no str decoded and encoded back, no SSE event object). Anything else, and
+        # bytes orjson refuses (invalid UTF-8 among them), go the reference decoder's way, which
+        # decodes them with replacement characters.
+        payloads = self._sse.whole_data_payloads(chunk)
         if payloads is not None:
+            first = payloads[0]
+            if len(payloads) == 1 and first[:1] == b"{":  # a paced read: one chunk object, no list built
+                try:
+                    obj = orjson.loads(first)
+                except orjson.JSONDecodeError:
+                    pass
+                else:
+                    return self._chunk(obj, first, [])
             out = self._payloads(payloads)
             if out is not None:
                 return out

@@ -157,35 +157,6 @@ def test_encoder_roundtrip() -> None:
     assert encode_comment("x\ny") == b": x y\n"
 
 
-def test_whole_data_event_takes_exactly_one_whole_data_event() -> None:
-    d = SSEDecoder()
-    assert d.whole_data_event(b'data: {"a":1}\n\n') == b'{"a":1}'
-    assert d.whole_data_event(b"data: [DONE]\n\n") == b"[DONE]"
-    assert d.feed(b"data: next\n\n") == [SSEEvent("next")]  # it left nothing behind
-
-
-@pytest.mark.parametrize(
-    "read",
-    [
-        b"data: a\n\ndata: b\n\n",  # two events
-        b"data: a\r\n\r\n",  # CR endings
-        b"data: a\rb\n\n",  # a CR inside
-        b"data: a\n",  # no blank line yet
-        b"data: a\nb",  # another line begun
-        b"data:a\n\n",  # no space after the colon
-        b"id: 1\ndata: a\n\n",  # another field
-        b"event: x\ndata: a\n\n",
-        b": ping\n\n",  # a comment
-        b"\xef\xbb\xbfdata: a\n\n",  # a BOM
-        b"data: " + b"x" * 64 + b"\n\n",  # over the line cap
-    ],
-)
-def test_whole_data_event_refuses_any_other_read_and_changes_nothing(read: bytes) -> None:
-    d = SSEDecoder(max_line_bytes=48)
-    assert d.whole_data_event(read) is None
-    assert_decodes_as_fresh(d, read)
-
-
 def assert_decodes_as_fresh(d: SSEDecoder, read: bytes) -> None:
     """`d`, after a shortcut refused `read`, decodes it as a fresh decoder does (events or the error)."""
     fresh = SSEDecoder(max_line_bytes=48)
@@ -210,13 +181,12 @@ def assert_decodes_as_fresh(d: SSEDecoder, read: bytes) -> None:
         b"data: a\r",  # a CR whose LF may come next
     ],
 )
-@pytest.mark.parametrize("shortcut", ["whole_data_event", "whole_data_payloads"])
-def test_the_shortcuts_refuse_a_read_while_anything_is_pending(before: bytes, shortcut: str) -> None:
+def test_the_fast_path_refuses_a_read_while_anything_is_pending(before: bytes) -> None:
     d, fresh = SSEDecoder(), SSEDecoder()
     d.feed(before)
     fresh.feed(before)
     read = b"data: z\n\n"
-    assert getattr(d, shortcut)(read) is None
+    assert d.whole_data_payloads(read) is None
     assert d.feed(read) == fresh.feed(read)
 
 
@@ -242,6 +212,9 @@ def test_whole_data_payloads_takes_a_read_of_whole_one_line_data_events() -> Non
         b"\xef\xbb\xbfdata: a\n\ndata: b\n\n",  # a BOM
         b"data: a\n\ndata: " + b"x" * 64 + b"\n\n",  # over the line cap
         b"\n\n",
+        b"data:a\n\nevent: x\ndata: a\n\n",
+        b"\xef\xbb\xbfdata: a\n\n",  # a BOM
+        b"data: a\r\n\r\n",  # CR endings
     ],
 )
 def test_whole_data_payloads_refuses_any_other_read_and_changes_nothing(read: bytes) -> None:

@@ -352,7 +352,7 @@ def run_per_event(data: bytes) -> list[Event]:
 
 
 def test_one_event_per_read_gives_the_same_events_as_one_read() -> None:
-    """The per-read shortcut (`SSEDecoder.whole_data_event`, JSON from the bytes) against the general
+    """The per-read fast path (`SSEDecoder.whole_data_payloads`, JSON from the bytes) against the general
     path: the same events, the same raw bytes."""
     assert run_per_event(TEXT_STREAM) == run(TEXT_STREAM)
     d = OpenAIDecoder("emu", "served")
