@@ -15,7 +15,7 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet --upgrade pip wheel
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[local,cloud,stores,dev]'
+	$(BIN)/pip install --quiet -e '.[local,cloud,stores,otel,dev]'
 	touch $(STAMP)
 
 install: $(STAMP)

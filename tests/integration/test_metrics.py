@@ -5,13 +5,17 @@ multiprocess mode)."""
 
 from __future__ import annotations
 
+import http.server
 import re
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, ClassVar
 
 import httpx
 import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from prometheus_client.parser import text_string_to_metric_families
 
 from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
@@ -74,3 +78,59 @@ def test_a_scripted_mix_is_counted_once_each(gateway: tuple[ServerProcess, OpenA
     assert value(text, 'tidegate_tokens_total{model="ok",kind="completion"}') == N * 7  # the emulator's usage
     assert value(text, "tidegate_generations_running") == 0
     assert emu.counts() == {"text": 2 * N, "http-503": N, "error-mid": N}
+
+
+class _Collector(http.server.BaseHTTPRequestHandler):
+    """An OTLP/HTTP trace receiver: keeps each export's spans (name -> attributes)."""
+
+    received: ClassVar[list[dict[str, dict[str, Any]]]] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["content-length"]))
+        export = ExportTraceServiceRequest.FromString(body)
+        spans = {
+            span.name: {a.key: a.value for a in span.attributes}
+            for resource in export.resource_spans
+            for scope in resource.scope_spans
+            for span in scope.spans
+        }
+        if self.path == "/v1/traces":
+            self.received.append(spans)
+        self.send_response(200)
+        self.send_header("content-type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_traces_leave_by_otlp_when_the_standard_variables_ask(tmp_path: Path) -> None:
+    collector = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Collector)
+    threading.Thread(target=collector.serve_forever, daemon=True).start()
+    with OpenAIUpstream() as emu:
+        config = tidegate_toml(
+            sqlite_url(tmp_path), {"emu": {"kind": "openai", "base_url": emu.base_url}}, {"ok": [("emu", "text")]}
+        )
+        env = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{collector.server_address[1]}",
+            "OTEL_BSP_SCHEDULE_DELAY": "100",
+            "OTEL_SERVICE_NAME": "tidegate-test",
+        }
+        server = start_server(tmp_path, config, extra_env=env)
+        try:
+            body = {"model": "ok", "messages": [{"role": "user", "content": "hi"}]}
+            assert (
+                httpx.post(server.base_url + "/v1/chat/completions", json=body, headers=server.headers).status_code
+                == 200
+            )
+            deadline = time.monotonic() + 10
+            while not any("chat ok" in spans for spans in _Collector.received) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            server.stop()
+            collector.shutdown()
+    spans = {name: attrs for export in _Collector.received for name, attrs in export.items()}
+    assert "chat ok" in spans and "chat text" in spans, spans.keys()
+    assert spans["chat text"]["gen_ai.provider.name"].string_value == "openai"
+    assert spans["chat ok"]["gen_ai.usage.output_tokens"].int_value == 7
+    assert "tracing: OTLP export on" in server.log()

@@ -8,7 +8,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from .. import metrics
+from .. import metrics, tracing
 from ..config import Config, ModelConfig, Pricing
 from ..errors import TidegateError
 from ..events import Failed
@@ -161,13 +161,16 @@ class Gateway:
             ticket,
             route_reason,
         )
+        relay = Relay(request, routes, settings, cancel, health, breakers, excluded)
+        span = tracing.start_generation(request.model, generation_id, request.max_tokens, request.messages)
+        recorder.span = relay.trace = span  # (None unless tracing is on)
         gen = Generation(
             id=generation_id,
             key=key,
             request=request,
             model=model,
             recorder=recorder,
-            relay=Relay(request, routes, settings, cancel, health, breakers, excluded),
+            relay=relay,
             cancel=cancel,
             created=int(recorder.record.created_at),
             prices=prices,

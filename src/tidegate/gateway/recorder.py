@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .. import metrics
+from .. import metrics, tracing
 from ..config import Pricing
 from ..events import (
     Event,
@@ -58,6 +58,7 @@ class Recorder:
     messages: list[dict[str, Any]]
     pricing: Pricing | None
     ticket: Ticket | None = None  # the key's claim, settled with the record's cost (gateway/admission.py)
+    span: Any = None  # the generation's trace span when tracing is on (tracing.py)
     started_at: float = field(default_factory=time.monotonic)
     text: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
@@ -333,6 +334,8 @@ class Recorder:
             metrics.FALLBACKS.labels(rec.model).inc()
         self.closed = True
         self._notify()
+        if self.span is not None:
+            tracing.end_generation(self.span, rec)
         if self.ticket is not None:
             try:
                 await self.ticket.settle(rec.cost, rec.usage.total_tokens)

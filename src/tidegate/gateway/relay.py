@@ -25,7 +25,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from .. import metrics
+from .. import metrics, tracing
 from ..commit import Committed, RouteFailure
 from ..config import Breaker, Route
 from ..errors import (
@@ -133,6 +133,7 @@ class Relay:
         self._direct_span = math.inf  # how far past its data a route's wait may run
         self._direct_data_at = -math.inf  # when the direct delivery last took a batch
         self._attempt: tuple[str, Breaker, float] | None = None  # route key, breaker, start (loop time)
+        self.trace: Any = None  # the generation's span when tracing is on: each attempt is a child
 
     async def run(self) -> AsyncGenerator[RelayItem, None]:
         health, breakers = self.health, self.breakers
@@ -152,6 +153,12 @@ class Relay:
             self.attempts += 1
             self.route_index = i
             self._route_done = False
+            failed_before = len(self.failures)
+            span = (
+                None
+                if self.trace is None
+                else tracing.start_attempt(self.trace, provider.name, provider.kind, route.model)
+            )
             try:
                 async with contextlib.aclosing(self._try_route(provider, route)) as items:
                     async for item in items:
@@ -160,6 +167,9 @@ class Relay:
                 if key:
                     self._attempt = None
                     health.end(key)  # type: ignore[union-attr]
+                if span is not None:
+                    failed = self.failures[failed_before].code if len(self.failures) > failed_before else None
+                    tracing.end_attempt(span, self.committed and self.route_index == i, failed)
             if self._route_done:
                 return
         if self.skipped and not self.failures:

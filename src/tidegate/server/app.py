@@ -9,7 +9,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .. import metrics
+from .. import metrics, tracing
 from ..config import Config
 from ..errors import MethodNotAllowed, NotFound, TidegateError, Unauthorized
 from ..gateway.generation import Gateway
@@ -176,6 +176,7 @@ class TidegateApp:
             if message["type"] == "lifespan.startup":
                 try:
                     log.info("server shortcuts %s (server/shortcuts.py)", shortcuts.STATUS)
+                    tracing.configure()
                     await self.state.store.open()
                     await self.state.leases.start()  # a lease, and one sweep, before /readyz
                     self.drain.install()
