@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 
 from ..events import Event, Failed
 from ..gateway.generation import Generation
 from ..gateway.relay import Committed
+from ..mcp.loop import LoopResult
+from ..mcp.tools import split_tools
 from ..render.responses import ResponseBuilder, ResponsesStreamRenderer
 from ..store.base import ApiKey
+from .buffered import serve_mcp
 from .door import DoorSpec, serve_generation
 from .http import Request
+from .native import STREAMED
 from .responses_request import ResponsesRequest, parse_responses_request
 from .state import AppState
 
@@ -57,9 +63,23 @@ class _ResponsesJson:
         return orjson.dumps(self.builder.build(self.gen.recorder.final_usage()))
 
 
+def _mcp_answer(gen: Generation, parsed: ResponsesRequest, result: LoopResult) -> dict[str, Any]:
+    """The buffered `response` object of an MCP tool loop (server/buffered.py)."""
+    shell = ResponseBuilder(
+        generation_id=gen.id, public_model=gen.request.model, created=gen.created, echo=parsed.echo()
+    )
+    return shell.response("completed", output=result.items, usage=gen.recorder.final_usage())
+
+
 async def responses(req: Request, state: AppState, key: ApiKey) -> None:
     body = await req.json(state.config.server.max_body_bytes)
-    parsed = parse_responses_request(body)
+    rest, mcp_servers = split_tools(body)
+    parsed = parse_responses_request(rest)
+    if mcp_servers:
+        await serve_mcp(
+            req, state, key, door="responses", body=body, parsed=parsed, specs=mcp_servers, render=_mcp_answer
+        )
+        return
     spec = DoorSpec(
         door="responses",
         model_type="chat",
@@ -67,5 +87,6 @@ async def responses(req: Request, state: AppState, key: ApiKey) -> None:
         request=parsed.request,
         make_stream=lambda gen: _ResponsesStream(gen, parsed),
         make_json=lambda gen: _ResponsesJson(gen, parsed),
+        stream_headers=STREAMED,
     )
     await serve_generation(req, state, key, spec)
