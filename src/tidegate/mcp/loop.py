@@ -24,7 +24,6 @@ from ..render.responses import ResponseState
 from .client import McpServers
 
 
-
 @dataclass(slots=True)
 class LoopResult:
     """What the doors render: output items in order, the final turn's events, usage over all turns."""
