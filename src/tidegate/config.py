@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .config_mcp import McpConfig, parse_mcp
 from .config_upstream import connection_options, upstream_url
 from .config_values import check_keys, not_negative, positive, table, typed
 from .errors import ConfigError
@@ -123,6 +124,7 @@ class Config:
     providers: dict[str, ProviderConfig]
     models: dict[str, ModelConfig]
     source: str = "<embedded default>"
+    mcp: McpConfig = field(default_factory=McpConfig)
 
     def provider_idle_timeout(self, provider: str) -> float:
         p = self.providers.get(provider)
@@ -356,7 +358,7 @@ def _check_candidates(models: dict[str, ModelConfig]) -> None:
 
 
 def parse_config(data: dict[str, Any], source: str = "<memory>") -> Config:
-    check_keys("<root>", data, {"server", "store", "providers", "models"})
+    check_keys("<root>", data, {"server", "store", "providers", "models", "mcp"})
     server = _parse_server(table("server", data.get("server", {})))
     store = _parse_store(table("store", data.get("store", {})))
     providers: dict[str, ProviderConfig] = {}
@@ -366,7 +368,8 @@ def parse_config(data: dict[str, Any], source: str = "<memory>") -> Config:
     for mid, mraw in table("models", data.get("models", {})).items():
         models[mid] = _parse_model(mid, table(f'models."{mid}"', mraw), providers, server)
     _check_candidates(models)
-    return Config(server=server, store=store, providers=providers, models=models, source=source)
+    mcp = parse_mcp(table("mcp", data.get("mcp", {})))
+    return Config(server=server, store=store, providers=providers, models=models, source=source, mcp=mcp)
 
 
 def load_text(text: str, source: str) -> Config:

@@ -15,7 +15,8 @@ silence:s (two chunks, s seconds of nothing, then the rest), error-first, error-
 invalid-json, oversize, slow[:interval] (a chunk every interval until the client goes away).
 parallel-tools (text, then two interleaved calls with the same names and arguments as the Anthropic
 emulator's `tools` scenario: the cross-provider conformance suite compares them), eof-mid (three
-chunks, then a clean end of the body: no finish chunk, no [DONE]).
+chunks, then a clean end of the body: no finish chunk, no [DONE]), mcp-agent (calls the tool the user
+names, then answers with its result: the gateway's MCP loop).
 
 Every request is recorded (body, headers, the data payloads sent, when the client connection closed)
 and counted per scenario; `GET /_stats` returns the same as JSON.
@@ -283,6 +284,28 @@ class OpenAIUpstream:
         out.append(self._chunk(rec, model, {}, "stop"))
         return out
 
+    def _agent_chunks(self, rec: Recorded, model: str) -> list[bytes]:
+        """`mcp-agent`: a model that uses the tools it is given. The first user message `call NAME`
+        (or `always call NAME`) names the tool; after a tool result it answers `Tool said: <result>`,
+        unless told `always` (a model that never stops calling: the gateway's turn limit ends it)."""
+        messages = rec.body.get("messages") or []
+        ask = next((str(m.get("content")) for m in messages if m.get("role") == "user"), "")
+        last = messages[-1] if messages else {}
+        if last.get("role") == "tool" and not ask.startswith("always "):
+            text = f"Tool said: {last.get('content')}"
+            return [
+                self._chunk(rec, model, {"role": "assistant", "content": text}),
+                self._chunk(rec, model, {}, "stop"),
+            ]
+        name = ask.removeprefix("always ").removeprefix("call ").strip()
+        turn = sum(1 for m in messages if m.get("role") == "tool")
+        call = {"index": 0, "id": f"call_{turn}", "type": "function", "function": {"name": name, "arguments": ""}}
+        return [
+            self._chunk(rec, model, {"role": "assistant", "content": None, "tool_calls": [call]}),
+            self._chunk(rec, model, {"tool_calls": [{"index": 0, "function": {"arguments": '{"a": 2, "b": 3}'}}]}),
+            self._chunk(rec, model, {}, "tool_calls"),
+        ]
+
     async def _play(
         self,
         request: web.Request,
@@ -415,6 +438,11 @@ class OpenAIUpstream:
                 await self._send(request, response, rec, chunk(rec, model, {"content": f"tick{i} "}))
                 if not await self._sleep(request, rec, interval):
                     raise _Closed
+            await self._done(response, rec)
+        elif scenario == "mcp-agent":
+            await send_all(self._agent_chunks(rec, model))
+            if usage_on:
+                await self._send(request, response, rec, self._usage_chunk(rec, model))
             await self._done(response, rec)
         else:
             err = {"error": {"message": f"unknown scenario {scenario!r}", "type": "invalid_request_error"}}

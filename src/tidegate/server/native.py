@@ -15,11 +15,14 @@ import orjson
 from ..commit import Committed
 from ..events import Event, Failed
 from ..gateway.generation import Generation
+from ..mcp.loop import LoopResult
+from ..mcp.tools import split_tools
 from ..render.native import NativeStreamRenderer, native_result, usage_of
 from ..store.base import ApiKey
+from .buffered import serve_mcp
 from .door import DoorSpec, serve_generation
 from .http import Request
-from .responses_request import parse_native_request
+from .responses_request import ResponsesRequest, parse_native_request
 from .state import AppState
 
 STREAMED = {"x-kendr-stream-mode": "streamed"}
@@ -78,9 +81,20 @@ class _NativeJson:
         return orjson.dumps(_result(self.gen, self.events))
 
 
+def _mcp_answer(gen: Generation, parsed: ResponsesRequest, result: LoopResult) -> dict[str, Any]:
+    """The buffered `done` object of an MCP tool loop: every turn's items, usage over all turns."""
+    answer = _result(gen, result.final_events)
+    answer["output"] = result.items
+    return answer
+
+
 async def native_responses(req: Request, state: AppState, key: ApiKey) -> None:
     body = await req.json(state.config.server.max_body_bytes)
-    parsed = parse_native_request(body)
+    rest, mcp_servers = split_tools(body)
+    parsed = parse_native_request(rest)
+    if mcp_servers:
+        await serve_mcp(req, state, key, door="native", body=body, parsed=parsed, specs=mcp_servers, render=_mcp_answer)
+        return
     spec = DoorSpec(
         door="native",
         model_type="chat",

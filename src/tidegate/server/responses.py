@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..commit import Committed
 from ..events import Event, Failed
 from ..gateway.generation import Generation
+from ..mcp.loop import LoopResult
+from ..mcp.tools import split_tools
 from ..render.responses import ResponseBuilder, ResponsesStreamRenderer
 from ..store.base import ApiKey
+from .buffered import serve_mcp
 from .door import BuiltJson, DoorSpec, serve_generation
 from .http import Request
+from .native import STREAMED
 from .responses_request import ResponsesRequest, parse_responses_request
 from .state import AppState
 
@@ -45,9 +51,23 @@ def _responses_json(gen: Generation, parsed: ResponsesRequest) -> BuiltJson:
     return BuiltJson(gen, builder)
 
 
+def _mcp_answer(gen: Generation, parsed: ResponsesRequest, result: LoopResult) -> dict[str, Any]:
+    """The buffered `response` object of an MCP tool loop (server/buffered.py)."""
+    shell = ResponseBuilder(
+        generation_id=gen.id, public_model=gen.request.model, created=gen.created, echo=parsed.echo()
+    )
+    return shell.response("completed", output=result.items, usage=gen.recorder.final_usage())
+
+
 async def responses(req: Request, state: AppState, key: ApiKey) -> None:
     body = await req.json(state.config.server.max_body_bytes)
-    parsed = parse_responses_request(body)
+    rest, mcp_servers = split_tools(body)
+    parsed = parse_responses_request(rest)
+    if mcp_servers:
+        await serve_mcp(
+            req, state, key, door="responses", body=body, parsed=parsed, specs=mcp_servers, render=_mcp_answer
+        )
+        return
     spec = DoorSpec(
         door="responses",
         model_type="chat",
@@ -55,5 +75,6 @@ async def responses(req: Request, state: AppState, key: ApiKey) -> None:
         request=parsed.request,
         make_stream=lambda gen: _ResponsesStream(gen, parsed),
         make_json=lambda gen: _responses_json(gen, parsed),
+        stream_headers=STREAMED,
     )
     await serve_generation(req, state, key, spec)

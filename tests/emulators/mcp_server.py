@@ -1,0 +1,34 @@
+"""A real MCP server (the official SDK's MCPServer, formerly FastMCP) over streamable HTTP, run by the
+MCP tests as a subprocess: `python mcp_server.py PORT`. Tools: `add(a, b)`; `fail()` (a tool error);
+`crash()` (the process exits mid-call: a server that dies during the gateway's loop)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("tidegate-test-tools")
+
+
+@server.tool()
+def add(a: int, b: int) -> str:
+    """Add two integers."""
+    return f"sum={a + b}"
+
+
+@server.tool()
+def fail(a: int = 0, b: int = 0) -> str:
+    """Always fails."""
+    raise ValueError("the fail tool always fails")
+
+
+@server.tool()
+def crash(a: int = 0, b: int = 0) -> str:
+    """Ends the server process during the call."""
+    os._exit(3)
+
+
+if __name__ == "__main__":
+    server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))

@@ -1,0 +1,244 @@
+"""CONTRACT §6 buffered mode and §13 MCP tools, end to end: a real tidegate, the OpenAI emulator's
+`mcp-agent` model (it calls the tool the user names, then answers with the result) and a real MCP
+server (the official SDK's MCPServer over streamable HTTP) in its own process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from helpers import ServerProcess, free_port, port_open, sqlite_url, start_server
+
+MCP_SERVER = Path(__file__).resolve().parent.parent / "emulators" / "mcp_server.py"
+NATIVE = "/api/v1/llm/responses"
+RESPONSES = "/v1/responses"
+MAX_TURNS = 3
+
+
+class McpProcess:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(MCP_SERVER), str(self.port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 30
+        while not port_open("127.0.0.1", self.port):
+            assert self.proc.poll() is None, "the MCP server exited at start"
+            assert time.monotonic() < deadline, "the MCP server did not start"
+            time.sleep(0.05)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[OpenAIUpstream]:
+    with OpenAIUpstream() as emu:
+        yield emu
+
+
+@pytest.fixture(scope="module")
+def mcp_server() -> Iterator[McpProcess]:
+    proc = McpProcess()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def crashing_server() -> Iterator[McpProcess]:
+    """A second server for the test whose tool ends the process."""
+    proc = McpProcess()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def server(
+    upstream: OpenAIUpstream,
+    mcp_server: McpProcess,
+    crashing_server: McpProcess,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[ServerProcess]:
+    workdir = tmp_path_factory.mktemp("mcp")
+    config = tidegate_toml(
+        sqlite_url(workdir),
+        {"emu": {"kind": "openai", "base_url": upstream.base_url}},
+        {"m/agent": [("emu", "mcp-agent")], "m/text": [("emu", "text")]},
+    )
+    config += f"""[mcp]
+allowed_hosts = ["127.0.0.1:{mcp_server.port}", "127.0.0.1:{crashing_server.port}", "*.example.com"]
+max_turns = {MAX_TURNS}
+call_timeout_s = 5
+deadline_s = 30
+"""
+    srv = start_server(workdir, config)
+    yield srv
+    srv.stop()
+
+
+def _tool(url: str, **extra: object) -> dict[str, object]:
+    return {"type": "mcp", "server_label": "calc", "server_url": url, "require_approval": "never", **extra}
+
+
+def _post(server: ServerProcess, path: str, body: dict[str, object], **headers: str) -> httpx.Response:
+    return httpx.post(server.base_url + path, json=body, headers={**server.headers, **headers}, timeout=60)
+
+
+def _types(answer: dict[str, object]) -> list[str]:
+    return [item["type"] for item in answer["output"]]  # type: ignore[attr-defined, index]
+
+
+def test_native_door_runs_the_tool_loop_and_answers_buffered(
+    server: ServerProcess, upstream: OpenAIUpstream, mcp_server: McpProcess
+) -> None:
+    secret = f"Bearer mcp-secret-{uuid.uuid4().hex}"
+    body = {
+        "model": "m/agent",
+        "input": "call add",
+        "tools": [_tool(mcp_server.url, headers={"Authorization": secret})],
+    }
+    before = len(upstream.for_model("mcp-agent"))
+    r = _post(server, NATIVE, body)  # `stream` defaults to true on this door: buffered all the same
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    assert r.headers["x-kendr-stream-mode"] == "buffered"
+    assert r.headers["x-kendr-buffered-reason"] == "custom_mcp"
+    answer = r.json()
+    assert _types(answer) == ["mcp_list_tools", "mcp_call", "message"]
+    listed, call, _ = answer["output"]
+    assert {t["name"] for t in listed["tools"]} == {"add", "fail", "crash"}
+    assert listed["server_label"] == "calc"
+    assert (call["name"], call["arguments"], call["output"], call["error"]) == (
+        "add",
+        '{"a": 2, "b": 3}',
+        "sum=5",
+        None,
+    )
+    assert answer["output_text"] == "Tool said: sum=5"
+    # two model turns, each reporting 11 prompt + 7 completion tokens: both are billed
+    assert answer["usage"]["prompt_tokens"] == 22 and answer["usage"]["completion_tokens"] == 14
+    turns = upstream.for_model("mcp-agent")[before:]
+    assert len(turns) == 2
+    assert turns[0].body["tools"][0]["function"]["name"] == "add"
+    assert turns[1].body["messages"][-1] == {"role": "tool", "tool_call_id": "call_0", "content": "sum=5"}
+    record = httpx.get(f"{server.base_url}/api/v1/generations/{answer['id']}", headers=server.headers).json()
+    assert record["status"] == "completed" and record["usage"]["total_tokens"] == 36
+    assert secret not in server.log() and secret not in r.text  # the client's MCP headers stay secret
+
+
+def test_responses_door_answers_a_buffered_response_object(server: ServerProcess, mcp_server: McpProcess) -> None:
+    body = {"model": "m/agent", "input": "call add", "stream": True, "tools": [_tool(mcp_server.url)]}
+    r = _post(server, RESPONSES, body)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    assert r.headers["x-kendr-buffered-reason"] == "custom_mcp"
+    answer = r.json()
+    assert answer["object"] == "response" and answer["status"] == "completed"
+    assert _types(answer) == ["mcp_list_tools", "mcp_call", "message"]
+    assert answer["output"][2]["content"][0]["text"] == "Tool said: sum=5"
+    assert answer["usage"]["input_tokens"] == 22
+    assert answer["tools"][0]["type"] == "mcp" and answer["tools"][0]["headers"] is None
+
+
+def test_streamed_answers_say_so(server: ServerProcess) -> None:
+    for path in (RESPONSES, NATIVE):
+        with httpx.stream(
+            "POST",
+            server.base_url + path,
+            json={"model": "m/text", "input": "hi", "stream": True},
+            headers=server.headers,
+        ) as r:
+            assert r.status_code == 200
+            assert r.headers["content-type"].startswith("text/event-stream")
+            assert r.headers["x-kendr-stream-mode"] == "streamed"
+            r.read()
+
+
+@pytest.mark.parametrize(
+    ("url", "extra", "code"),
+    [
+        ("http://127.0.0.1:1/mcp", {}, "mcp_server_not_allowed"),  # loopback, but not this port
+        ("http://169.254.169.254/mcp", {}, "mcp_server_not_allowed"),
+        ("http://10.1.2.3.example.com/mcp", {}, "mcp_server_not_allowed"),  # a wildcard never reaches inside
+        ("ftp://127.0.0.1/mcp", {}, "invalid_request"),
+        ("MCP", {"require_approval": "always"}, "unsupported_parameter"),
+    ],
+)
+def test_refused_before_anything_starts(
+    server: ServerProcess,
+    upstream: OpenAIUpstream,
+    mcp_server: McpProcess,
+    url: str,
+    extra: dict[str, object],
+    code: str,
+) -> None:
+    before = len(upstream.for_model("mcp-agent"))
+    tool = _tool(mcp_server.url if url == "MCP" else url, **extra)
+    r = _post(server, NATIVE, {"model": "m/agent", "input": "call add", "tools": [tool]})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["code"] == code
+    assert len(upstream.for_model("mcp-agent")) == before
+
+
+def test_a_failing_tool_is_an_mcp_call_error_the_model_answers(server: ServerProcess, mcp_server: McpProcess) -> None:
+    r = _post(server, NATIVE, {"model": "m/agent", "input": "call fail", "tools": [_tool(mcp_server.url)]})
+    assert r.status_code == 200, r.text
+    call = r.json()["output"][1]
+    assert call["type"] == "mcp_call" and call["output"] is None and "fail" in call["error"]
+    assert r.json()["output_text"].startswith("Tool said: Error: ")
+
+
+def test_the_turn_limit_ends_the_loop(server: ServerProcess, upstream: OpenAIUpstream, mcp_server: McpProcess) -> None:
+    before = len(upstream.for_model("mcp-agent"))
+    r = _post(server, NATIVE, {"model": "m/agent", "input": "always call add", "tools": [_tool(mcp_server.url)]})
+    assert r.status_code == 200, r.text
+    calls = [i for i in r.json()["output"] if i["type"] == "mcp_call"]
+    assert len(calls) == MAX_TURNS and len(upstream.for_model("mcp-agent")) - before == MAX_TURNS
+    assert [c["error"] is None for c in calls] == [True] * (MAX_TURNS - 1) + [False]
+    assert "max_turns" in calls[-1]["error"]
+
+
+def test_idempotent_replay_returns_the_buffered_answer(
+    server: ServerProcess, upstream: OpenAIUpstream, mcp_server: McpProcess
+) -> None:
+    key = f"mcp-{uuid.uuid4().hex}"
+    body = {"model": "m/agent", "input": "call add", "tools": [_tool(mcp_server.url)]}
+    first = _post(server, NATIVE, body, **{"Idempotency-Key": key})
+    assert first.status_code == 200, first.text
+    turns = len(upstream.for_model("mcp-agent"))
+    again = _post(server, NATIVE, body, **{"Idempotency-Key": key})
+    assert again.status_code == 200 and again.headers["idempotent-replayed"] == "true"
+    assert again.json() == first.json()
+    replay = httpx.post(server.base_url + NATIVE + "/replay", headers={**server.headers, "Idempotency-Key": key})
+    assert replay.status_code == 200 and replay.json() == first.json()
+    assert len(upstream.for_model("mcp-agent")) == turns  # no model turn, no MCP call on a replay
+
+
+def test_a_server_killed_mid_loop_gives_a_clear_error_and_a_final_record(
+    server: ServerProcess, crashing_server: McpProcess
+) -> None:
+    started = time.monotonic()
+    r = _post(server, NATIVE, {"model": "m/agent", "input": "call crash", "tools": [_tool(crashing_server.url)]})
+    assert time.monotonic() - started < 15  # never a hang
+    assert crashing_server.proc.wait(timeout=5) == 3  # the server really died during the call
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    call = answer["output"][1]
+    assert call["type"] == "mcp_call" and call["status"] == "failed"
+    assert "MCP server 'calc'" in call["error"] and "crash" in call["error"]
+    record = httpx.get(f"{server.base_url}/api/v1/generations/{answer['id']}", headers=server.headers).json()
+    assert record["status"] == "completed" and record["duration_ms"] is not None
