@@ -13,12 +13,11 @@ import contextlib
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2
-import mcp_types
-from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
+if TYPE_CHECKING:  # the SDK (and its dependencies, ~30 MB) loads with the first MCP request, not at start
+    import mcp_types
+    from mcp.client.session import ClientSession
 
 from .tools import McpServerSpec
 
@@ -58,6 +57,8 @@ class McpTool:
 
 
 def _text_of(result: mcp_types.CallToolResult) -> str:
+    import mcp_types
+
     parts = [c.text for c in result.content if isinstance(c, mcp_types.TextContent)]
     if not parts and result.structured_content is not None:
         import orjson
@@ -96,6 +97,11 @@ class McpServers:
             log.debug("closing the MCP sessions failed", exc_info=True)
 
     async def _connect(self, spec: McpServerSpec) -> None:
+        import httpx2
+        import mcp_types
+        from mcp.client.session import ClientSession
+        from mcp.client.streamable_http import streamable_http_client
+
         try:
             async with asyncio.timeout(self.timeout):
                 client = await self._stack.enter_async_context(
