@@ -129,6 +129,8 @@ def test_admin_api_lifecycle_and_bad_input(gateway: ServerProcess) -> None:
         "name": "team",
     }
     assert _error(httpx.get(gateway.base_url + KEYS + "/key_nope", headers=_master(gateway))) == (404, "not_found")
+    assert _error(httpx.put(item, json={}, headers=_master(gateway))) == (405, "method_not_allowed")
+    assert _error(httpx.put(gateway.base_url + KEYS, json={}, headers=_master(gateway))) == (405, "method_not_allowed")
 
     # the key's models: another is 403 model_not_allowed
     assert _chat(gateway, secret).status_code == 200

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from ..errors import Forbidden, InvalidRequest, NotFound
+from ..errors import Forbidden, InvalidRequest, MethodNotAllowed, NotFound
 from ..keys import make_key
 from ..store.base import ApiKey, KeyLimits
 from .http import Request
@@ -105,7 +105,7 @@ async def keys_collection(req: Request, state: AppState, caller: ApiKey) -> None
         await req.respond_json(200, {"object": "list", "data": [k.public() for k in keys if k is not None]})
         return
     if req.method != "POST":
-        raise InvalidRequest("use GET or POST /api/v1/keys")
+        raise MethodNotAllowed("use GET or POST /api/v1/keys")
     change: KeyCreate = _decode(await req.body(state.config.server.max_body_bytes), KeyCreate)
     if change.name is msgspec.UNSET:
         raise InvalidRequest("name: required")
@@ -127,7 +127,7 @@ async def key_item(req: Request, state: AppState, caller: ApiKey) -> None:
         key.revoked = True
         await state.store.save_key(key)
     elif req.method != "GET":
-        raise InvalidRequest("use GET, PATCH or DELETE /api/v1/keys/{id}")
+        raise MethodNotAllowed("use GET, PATCH or DELETE /api/v1/keys/{id}")
     await req.respond_json(200, key.public())
 
 
