@@ -55,6 +55,7 @@ def documented_nginx_config() -> str:
 class Nginx:
     def __init__(self, workdir: Path, gateway_ports: list[int]) -> None:
         self.port = free_port()
+        self.error_log = workdir / "error.log"
         snippet = documented_nginx_config()
         documented = re.findall(r"server 127\.0\.0\.1:(\d+)", snippet)
         assert len(documented) == len(gateway_ports)
@@ -93,6 +94,14 @@ class Nginx:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def errors(self) -> str:
+        """nginx's own account of a failure (which gateway, what it saw), for an assertion's message;
+        refused connects are left out (nginx resends those, and a restart makes many)."""
+        if not self.error_log.exists():
+            return ""
+        lines = self.error_log.read_text().splitlines()
+        return "\n".join(line for line in lines if "(111: Connection refused)" not in line)[-4000:]
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -182,7 +191,7 @@ def test_a_rolling_restart_under_50_streams_loses_nothing(redis_store: str, tmp_
                 stop.set()
             assert len(outcomes) >= 100, len(outcomes)
             bad = [o for o in outcomes if o[0] != 200 or o[2] not in ("done", "error")]
-            assert not bad, bad[:5]
+            assert not bad, (bad[:5], nginx.errors())
             gids = [gid for _, gid, _ in outcomes]
             assert all(gids) and len(set(gids)) == len(gids)
             # every record is final, read through nginx from whichever gateway answers
