@@ -1,4 +1,4 @@
-"""The `tidegate` command: serve, keys, check-config, models, chat, replay."""
+"""The `tidegate` command: serve, keys, check-config, config-schema, models, chat, replay."""
 
 from __future__ import annotations
 
@@ -148,6 +148,14 @@ def db_upgrade(config_path: str | None) -> None:
     for migration in applied:
         click.echo(f"applied {migration}")
     click.echo(f"schema up to date: {schema.known(backend)[-1]}")
+
+
+@main.command("config-schema")
+def config_schema() -> None:
+    """Print the JSON schema of tidegate.toml (for editors; docs/tidegate.schema.json)."""
+    from .config_reference import schema_text
+
+    click.echo(schema_text(), nl=False)
 
 
 @main.command("check-config")

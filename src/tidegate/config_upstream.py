@@ -6,11 +6,13 @@ from __future__ import annotations
 import ipaddress
 import ssl
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from .config_values import positive, typed
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from .config import ProviderConfig
 
 # Cloud instance-metadata endpoints: an upstream there hands out the host's credentials
 _METADATA_HOSTS = frozenset({"169.254.169.254", "fd00:ec2::254", "metadata.google.internal", "100.100.100.200"})
@@ -47,49 +49,35 @@ def upstream_url(where: str, url: str) -> str:
     return url.rstrip("/")
 
 
-def connection_options(where: str, raw: dict[str, Any]) -> dict[str, Any]:
-    """`proxy`, `ca_file`, `client_cert`, `client_key`, `verify`, `max_connections`, `pool_idle_timeout_s`:
-    files are loaded here once so that a bad one is a config error naming its key, not a failed request."""
-    values: dict[str, Any] = {}
-    if "proxy" in raw:
-        proxy = raw["proxy"]
-        if proxy is not False and not isinstance(proxy, str):
-            raise ConfigError(f'{where}.proxy: expected "http://host:port" or false, got {proxy!r}')
-        if isinstance(proxy, str):
-            values["proxy"] = _proxy_url(f"{where}.proxy", proxy)
-        else:
-            values["proxy"] = False
-    for key in ("ca_file", "client_cert", "client_key"):
-        if key in raw:
-            path = str(typed(f"{where}.{key}", raw[key], str, "a path"))
-            if not Path(path).is_file():
-                raise ConfigError(f"{where}.{key}: no such file: {path}")
-            values[key] = path
-    if "client_key" in values and "client_cert" not in values:
-        raise ConfigError(f"{where}.client_key: needs client_cert (the certificate it belongs to)")
-    if "verify" in raw:
-        values["verify"] = bool(typed(f"{where}.verify", raw["verify"], bool, "true or false"))
-    if "max_connections" in raw:
-        count = typed(f"{where}.max_connections", raw["max_connections"], int, "an integer")
-        if count < 1:
-            raise ConfigError(f"{where}.max_connections: must be >= 1, got {count}")
-        values["max_connections"] = int(count)
-    if "pool_idle_timeout_s" in raw:
-        values["pool_idle_timeout_s"] = positive(f"{where}.pool_idle_timeout_s", raw["pool_idle_timeout_s"])
-    if "ca_file" in values:
+def check_connection(where: str, provider: ProviderConfig) -> ProviderConfig:
+    """`proxy`, `ca_file`, `client_cert`, `client_key` beyond their types: files are loaded here once so
+    that a bad one is a config error naming its key, not a failed request."""
+    if provider.proxy is True:
+        raise ConfigError(f'{where}.proxy: expected "http://host:port" or false, got true')
+    if isinstance(provider.proxy, str):
+        _proxy_url(f"{where}.proxy", provider.proxy)
+    for key, path in (("ca_file", provider.ca_file), ("client_cert", provider.client_cert)):
+        if path is not None and not Path(path).is_file():
+            raise ConfigError(f"{where}.{key}: no such file: {path}")
+    if provider.client_key is not None:
+        if provider.client_cert is None:
+            raise ConfigError(f"{where}.client_key: needs client_cert (the certificate it belongs to)")
+        if not Path(provider.client_key).is_file():
+            raise ConfigError(f"{where}.client_key: no such file: {provider.client_key}")
+    if provider.ca_file is not None:
         try:
-            ssl.create_default_context(cafile=values["ca_file"])
+            ssl.create_default_context(cafile=provider.ca_file)
         except (ssl.SSLError, OSError) as exc:
             raise ConfigError(f"{where}.ca_file: not a PEM certificate bundle ({type(exc).__name__})") from None
-    if "client_cert" in values:
+    if provider.client_cert is not None:
         try:
-            ssl.create_default_context().load_cert_chain(values["client_cert"], values.get("client_key"))
+            ssl.create_default_context().load_cert_chain(provider.client_cert, provider.client_key)
         except (ssl.SSLError, OSError) as exc:
             raise ConfigError(
                 f"{where}.client_cert: the certificate and its key do not load ({type(exc).__name__}: a PEM "
                 "certificate, with its unencrypted key in client_key or in the same file)"
             ) from None
-    return values
+    return provider
 
 
 def _proxy_url(where: str, url: str) -> str:

@@ -59,7 +59,7 @@ def test_every_option(pems: dict[str, str]) -> None:
         ('proxy = "http://u:s3cret@proxy:3128/path"\n', "providers.p.proxy: must be http://host:port"),
         ('proxy = "http://"\n', "providers.p.proxy: has no host"),
         ('ca_file = "/nonexistent/ca.pem"\n', "providers.p.ca_file: no such file"),
-        ("ca_file = 1\n", "providers.p.ca_file: expected a path"),
+        ("ca_file = 1\n", "providers.p.ca_file: expected a string"),
         ("ca_file = '{junk}'\n", "providers.p.ca_file: not a PEM certificate bundle"),
         ("client_cert = '{junk}'\n", "providers.p.client_cert: the certificate and its key do not load"),
         ("client_cert = '{cert}'\n", "providers.p.client_cert: the certificate and its key do not load"),

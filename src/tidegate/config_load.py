@@ -1,0 +1,164 @@
+"""Loading the config: find the file (CONTRACT §9 lookup order), convert each table to its declared
+struct (`config.py`), then check what one field's type cannot say. Every error names the key.
+
+Lookup order: `--config`, then `$TIDEGATE_CONFIG`, then `./tidegate.toml`, then the embedded default.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from msgspec import structs
+
+from .config import (
+    Config,
+    McpConfig,
+    ModelConfig,
+    ProviderConfig,
+    ServerConfig,
+    StoreConfig,
+)
+from .config_upstream import check_connection, upstream_url
+from .config_values import check_keys, convert, table
+from .errors import ConfigError
+
+_ROOT_KEYS = {"server", "store", "providers", "models", "mcp"}
+_STORE_SCHEMES = ("sqlite://", "redis://", "rediss://", "postgresql://", "postgres://")
+_REQUIRED_BY_KIND: dict[str, tuple[str, ...]] = {
+    "openai": ("base_url",),
+    "anthropic": (),
+    "bedrock": ("region",),
+    "vertex": ("region",),
+    "local": (),
+}
+_ROUTER_ONLY = ("candidates", "policy", "balanced_within_pct")
+
+
+def _store(raw: dict[str, Any]) -> StoreConfig:
+    store = convert("store", raw, StoreConfig)
+    if not store.url.startswith(_STORE_SCHEMES):
+        scheme = store.url.split("://")[0]
+        raise ConfigError(f"store.url: unsupported scheme in {scheme!r} (sqlite, redis, postgresql)")
+    return store
+
+
+def _provider(name: str, raw: dict[str, Any]) -> ProviderConfig:
+    where = f"providers.{name}"
+    if "name" in raw:  # the table's name is the provider's name
+        raise ConfigError(f"{where}.name: unknown key (the provider's name is its table's: [providers.{name}])")
+    provider = convert(where, raw, ProviderConfig)
+    for key in _REQUIRED_BY_KIND[provider.kind]:
+        if key not in raw:
+            raise ConfigError(f"{where}.{key}: required for kind = {provider.kind!r}")
+    urls = {k: upstream_url(f"{where}.{k}", v) for k in ("base_url", "endpoint_url") if (v := raw.get(k)) is not None}
+    return check_connection(where, structs.replace(provider, name=name, **urls))
+
+
+def _model(
+    model_id: str, raw: dict[str, Any], providers: dict[str, ProviderConfig], server: ServerConfig
+) -> ModelConfig:
+    where = f'models."{model_id}"'
+    if "id" in raw:  # the table's name is the model's id
+        raise ConfigError(f"{where}.id: unknown key (the model's id is its table's name: [models.\"{model_id}\"])")
+    model = convert(where, raw, ModelConfig)
+    if model.type == "router":
+        if "routes" in raw:
+            raise ConfigError(f"{where}.routes: a router model has candidates, not routes")
+        if not model.candidates:
+            raise ConfigError(f"{where}.candidates: at least one candidate is required")
+    else:
+        for key in _ROUTER_ONLY:
+            if key in raw:
+                raise ConfigError(f'{where}.{key}: only for type = "router" models')
+        if not model.routes:
+            raise ConfigError(f"{where}.routes: at least one route is required")
+        for i, route in enumerate(model.routes):
+            if route.provider not in providers:
+                raise ConfigError(f"{where}.routes[{i}].provider: no provider named {route.provider!r} in [providers]")
+    return structs.replace(
+        model,
+        id=model_id,
+        breaker_failures=server.breaker_failures if model.breaker_failures is None else model.breaker_failures,
+        breaker_cooldown_s=server.breaker_cooldown_s if model.breaker_cooldown_s is None else model.breaker_cooldown_s,
+    )
+
+
+def _check_candidates(models: dict[str, ModelConfig]) -> None:
+    for m in models.values():
+        for c in m.candidates:
+            target = models.get(c)
+            if target is None:
+                raise ConfigError(f'models."{m.id}".candidates: no model {c!r} in the catalog')
+            if target.type != "chat":
+                raise ConfigError(f'models."{m.id}".candidates: {c!r} is a {target.type} model, not a chat model')
+
+
+def host_pattern(where: str, value: str) -> str:
+    """An `[mcp] allowed_hosts` entry: `host` or `host:port`, `*.` only as a subdomain wildcard,
+    lower-cased once so that matching never has to."""
+    text = value.strip().lower()
+    host, _, port = text.rpartition(":") if text.count(":") == 1 else (text, "", "")
+    if not host or any(c in host for c in "/@ \t") or "*" in host.removeprefix("*."):
+        raise ConfigError(f"{where}: {value!r} is not a host or host:port pattern (e.g. 'mcp.example.com:443')")
+    if port and not (port.isdigit() and 0 < int(port) < 65536):
+        raise ConfigError(f"{where}: the port of {value!r} must be 1-65535")
+    return text
+
+
+def _mcp(raw: dict[str, Any]) -> McpConfig:
+    mcp = convert("mcp", raw, McpConfig)
+    hosts = tuple(host_pattern(f"mcp.allowed_hosts[{i}]", h) for i, h in enumerate(mcp.allowed_hosts))
+    return structs.replace(mcp, allowed_hosts=hosts)
+
+
+def parse_config(data: dict[str, Any], source: str = "<memory>") -> Config:
+    check_keys("<root>", data, _ROOT_KEYS)
+    server = convert("server", table("server", data.get("server", {})), ServerConfig)
+    store = _store(table("store", data.get("store", {})))
+    providers = {
+        name: _provider(name, table(f"providers.{name}", raw))
+        for name, raw in table("providers", data.get("providers", {})).items()
+    }
+    models = {
+        mid: _model(mid, table(f'models."{mid}"', raw), providers, server)
+        for mid, raw in table("models", data.get("models", {})).items()
+    }
+    _check_candidates(models)
+    mcp = _mcp(table("mcp", data.get("mcp", {})))
+    return Config(server=server, store=store, providers=providers, models=models, source=source, mcp=mcp)
+
+
+def load_text(text: str, source: str) -> Config:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+    return parse_config(data, source)
+
+
+def default_config_text() -> str:
+    return resources.files("tidegate").joinpath("default_config.toml").read_text("utf-8")
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> Config:
+    """Load the config by the CONTRACT §9 lookup order."""
+    candidates: list[Path] = []
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"--config: no such file: {p}")
+        candidates.append(p)
+    elif os.environ.get("TIDEGATE_CONFIG"):
+        p = Path(os.environ["TIDEGATE_CONFIG"])
+        if not p.is_file():
+            raise ConfigError(f"$TIDEGATE_CONFIG: no such file: {p}")
+        candidates.append(p)
+    elif Path("tidegate.toml").is_file():
+        candidates.append(Path("tidegate.toml"))
+    if candidates:
+        return load_text(candidates[0].read_text("utf-8"), str(candidates[0]))
+    return load_text(default_config_text(), "<embedded default>")
