@@ -9,18 +9,18 @@ from typing import Any
 
 import httpx
 
-from .base import DEFAULT_TIMEOUT, ClientBase, auth_headers, check_json, replay_result
+from .base import DEFAULT_TIMEOUT, ClientBase, StreamView, auth_headers, check_json, replay_result
 from .errors import IncompleteStream
 from .session import REPLAY_PATH, Mode, StreamSession
 from .types import Done, StreamEvent
 
 
-class AsyncStream:
+class AsyncStream(StreamView):
     """An async iterable of typed events; `async with` closes the connection."""
 
     def __init__(self, events: AsyncIterator[StreamEvent], session: StreamSession) -> None:
+        super().__init__(session)
         self._events = events
-        self.session = session
 
     def __aiter__(self) -> AsyncIterator[StreamEvent]:
         return self
@@ -39,30 +39,6 @@ class AsyncStream:
         if aclose is not None:
             await aclose()
 
-    @property
-    def generation_id(self) -> str | None:
-        return self.session.meta.generation_id
-
-    @property
-    def provider(self) -> str | None:
-        return self.session.meta.provider
-
-    @property
-    def served_model(self) -> str | None:
-        return self.session.meta.served_model
-
-    @property
-    def idempotency_key(self) -> str | None:
-        return self.session.meta.idempotency_key
-
-    @property
-    def partial_text(self) -> str:
-        return self.session.reader.text
-
-    @property
-    def done(self) -> Done | None:
-        return self.session.done
-
     async def until_done(self) -> Done:
         async for _ in self:
             pass
@@ -71,7 +47,7 @@ class AsyncStream:
         return self.session.done
 
 
-class AsyncClient(ClientBase):
+class AsyncClient(ClientBase[AsyncStream]):
     """`AsyncClient(base_url=None, api_key=None)`: `$TIDEGATE_URL` and `$TIDEGATE_API_KEY` by default."""
 
     def __init__(
@@ -95,42 +71,6 @@ class AsyncClient(ClientBase):
 
     async def aclose(self) -> None:
         await self._http.aclose()
-
-    def chat_stream(
-        self,
-        *,
-        model: str,
-        messages: list[dict[str, Any]],
-        idempotency_key: str | None = None,
-        recover: bool = True,
-        **params: Any,
-    ) -> AsyncStream:
-        body = {"model": model, "messages": messages, **self._params(params)}
-        return self._stream(self._session("chat", body, idempotency_key, recover))
-
-    def responses_stream(
-        self,
-        *,
-        model: str,
-        input: str | list[dict[str, Any]],
-        idempotency_key: str | None = None,
-        recover: bool = True,
-        **params: Any,
-    ) -> AsyncStream:
-        body = {"model": model, "input": input, **self._params(params)}
-        return self._stream(self._session("responses", body, idempotency_key, recover))
-
-    def native_stream(
-        self,
-        *,
-        model: str,
-        input: str | list[dict[str, Any]],
-        idempotency_key: str | None = None,
-        recover: bool = True,
-        **params: Any,
-    ) -> AsyncStream:
-        body = {"model": model, "input": input, **self._params(params)}
-        return self._stream(self._session("native", body, idempotency_key, recover))
 
     def _stream(self, session: StreamSession) -> AsyncStream:
         return AsyncStream(self._run(session), session)

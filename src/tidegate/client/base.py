@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import httpx
 
@@ -36,7 +36,43 @@ def new_idempotency_key() -> str:
     return str(uuid.uuid4())
 
 
-class ClientBase:
+S = TypeVar("S")  # the stream a client hands out: `Stream` or `AsyncStream`
+
+
+class StreamView:
+    """What a stream says about itself, blocking or async alike: read from its session."""
+
+    def __init__(self, session: StreamSession) -> None:
+        self.session = session
+
+    @property
+    def generation_id(self) -> str | None:
+        return self.session.meta.generation_id
+
+    @property
+    def provider(self) -> str | None:
+        return self.session.meta.provider
+
+    @property
+    def served_model(self) -> str | None:
+        return self.session.meta.served_model
+
+    @property
+    def idempotency_key(self) -> str | None:
+        return self.session.meta.idempotency_key
+
+    @property
+    def partial_text(self) -> str:
+        return self.session.reader.text
+
+    @property
+    def done(self) -> Done | None:
+        return self.session.done
+
+
+class ClientBase(Generic[S]):
+    """Where the gateway is, the key, and the three stream calls; subclasses say how a stream runs."""
+
     def __init__(
         self,
         base_url: str | None = None,
@@ -72,6 +108,49 @@ class ClientBase:
     @staticmethod
     def _params(params: Mapping[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in params.items() if v is not None}
+
+    def chat_stream(
+        self,
+        *,
+        model: str,
+        messages: list[dict[str, Any]],
+        idempotency_key: str | None = None,
+        recover: bool = True,
+        **params: Any,
+    ) -> S:
+        body = {"model": model, "messages": messages, **self._params(params)}
+        return self._stream(self._session("chat", body, idempotency_key, recover))
+
+    def responses_stream(
+        self,
+        *,
+        model: str,
+        input: str | list[dict[str, Any]],
+        idempotency_key: str | None = None,
+        recover: bool = True,
+        **params: Any,
+    ) -> S:
+        return self._input_stream("responses", model, input, idempotency_key, recover, params)
+
+    def native_stream(
+        self,
+        *,
+        model: str,
+        input: str | list[dict[str, Any]],
+        idempotency_key: str | None = None,
+        recover: bool = True,
+        **params: Any,
+    ) -> S:
+        return self._input_stream("native", model, input, idempotency_key, recover, params)
+
+    def _input_stream(
+        self, door: str, model: str, input: Any, idempotency_key: str | None, recover: bool, params: dict[str, Any]
+    ) -> S:
+        body = {"model": model, "input": input, **self._params(params)}
+        return self._stream(self._session(door, body, idempotency_key, recover))
+
+    def _stream(self, session: StreamSession) -> S:
+        raise NotImplementedError
 
 
 def check_json(status: int, headers: Mapping[str, str], content: bytes) -> Any:

@@ -111,20 +111,14 @@ def done_from_native(result: dict[str, Any], meta: StreamMeta) -> Done:
         reasoning = reasoning_from_items(output)
     calls = tool_calls_from_items(output)
     finish = result.get("finish_reason")
-    return Done(
+    return _done(
+        meta,
+        result,
         text=text,
         finish_reason=str(finish) if finish else ("tool_calls" if calls else "stop"),
         generation_id=str(result.get("id") or meta.generation_id or "") or None,
         reasoning=reasoning,
         tool_calls=calls,
-        usage=usage_from(result.get("usage")),
-        provider=result.get("provider") or meta.provider,
-        served_model=result.get("served_model") or meta.served_model,
-        model=result.get("model") or meta.model,
-        idempotency_key=meta.idempotency_key,
-        buffered_reason=meta.buffered_reason,
-        recovered=meta.recovered,
-        result=result,
     )
 
 
@@ -139,20 +133,14 @@ def done_from_chat_completion(body: dict[str, Any], meta: StreamMeta) -> Done:
             parse_tool_call(i, str(tc.get("id") or ""), str(fn.get("name") or ""), str(fn.get("arguments") or ""))
         )
     reasoning = message.get("reasoning") or message.get("reasoning_content") or ""
-    return Done(
+    return _done(
+        meta,
+        body,
         text=str(message.get("content") or ""),
         finish_reason=choice.get("finish_reason"),
         generation_id=meta.generation_id,
         reasoning=str(reasoning),
         tool_calls=tuple(calls),
-        usage=usage_from(body.get("usage")),
-        provider=meta.provider,
-        served_model=meta.served_model,
-        model=body.get("model") or meta.model,
-        idempotency_key=meta.idempotency_key,
-        buffered_reason=meta.buffered_reason,
-        recovered=meta.recovered,
-        result=body,
     )
 
 
@@ -168,18 +156,27 @@ def done_from_response_object(body: dict[str, Any], meta: StreamMeta) -> Done:
     output = body.get("output")
     calls = tool_calls_from_items(output)
     text = body.get("output_text")
-    return Done(
+    return _done(
+        meta,
+        body,
         text=text if isinstance(text, str) else text_from_items(output),
         finish_reason=finish_from_response(body, len(calls)),
         generation_id=meta.generation_id,
         reasoning=reasoning_from_items(output),
         tool_calls=calls,
+    )
+
+
+def _done(meta: StreamMeta, body: dict[str, Any], **fields: Any) -> Done:
+    """A `Done` from a whole answer's body: what every door's answer says the same way, plus `fields`."""
+    return Done(
         usage=usage_from(body.get("usage")),
-        provider=meta.provider,
-        served_model=meta.served_model,
+        provider=body.get("provider") or meta.provider,
+        served_model=body.get("served_model") or meta.served_model,
         model=body.get("model") or meta.model,
         idempotency_key=meta.idempotency_key,
         buffered_reason=meta.buffered_reason,
         recovered=meta.recovered,
         result=body,
+        **fields,
     )

@@ -9,18 +9,18 @@ from typing import Any
 
 import httpx
 
-from .base import DEFAULT_TIMEOUT, ClientBase, auth_headers, check_json, replay_result
+from .base import DEFAULT_TIMEOUT, ClientBase, StreamView, auth_headers, check_json, replay_result
 from .errors import IncompleteStream
 from .session import REPLAY_PATH, Mode, StreamSession
 from .types import Done, StreamEvent
 
 
-class Stream:
+class Stream(StreamView):
     """An iterable of typed events; `with` closes the connection. Headers are known after the first event."""
 
     def __init__(self, events: Iterator[StreamEvent], session: StreamSession) -> None:
+        super().__init__(session)
         self._events = events
-        self.session = session
 
     def __iter__(self) -> Iterator[StreamEvent]:
         return self
@@ -39,30 +39,6 @@ class Stream:
         if close is not None:
             close()
 
-    @property
-    def generation_id(self) -> str | None:
-        return self.session.meta.generation_id
-
-    @property
-    def provider(self) -> str | None:
-        return self.session.meta.provider
-
-    @property
-    def served_model(self) -> str | None:
-        return self.session.meta.served_model
-
-    @property
-    def idempotency_key(self) -> str | None:
-        return self.session.meta.idempotency_key
-
-    @property
-    def partial_text(self) -> str:
-        return self.session.reader.text
-
-    @property
-    def done(self) -> Done | None:
-        return self.session.done
-
     def until_done(self) -> Done:
         """Read to the end; the `Done` result (raises `IncompleteStream` otherwise)."""
         for _ in self:
@@ -72,7 +48,7 @@ class Stream:
         return self.session.done
 
 
-class Client(ClientBase):
+class Client(ClientBase[Stream]):
     """`Client(base_url=None, api_key=None)`: `$TIDEGATE_URL` and `$TIDEGATE_API_KEY` by default."""
 
     def __init__(
@@ -96,43 +72,6 @@ class Client(ClientBase):
 
     def close(self) -> None:
         self._http.close()
-
-    # -- streams
-    def chat_stream(
-        self,
-        *,
-        model: str,
-        messages: list[dict[str, Any]],
-        idempotency_key: str | None = None,
-        recover: bool = True,
-        **params: Any,
-    ) -> Stream:
-        body = {"model": model, "messages": messages, **self._params(params)}
-        return self._stream(self._session("chat", body, idempotency_key, recover))
-
-    def responses_stream(
-        self,
-        *,
-        model: str,
-        input: str | list[dict[str, Any]],
-        idempotency_key: str | None = None,
-        recover: bool = True,
-        **params: Any,
-    ) -> Stream:
-        body = {"model": model, "input": input, **self._params(params)}
-        return self._stream(self._session("responses", body, idempotency_key, recover))
-
-    def native_stream(
-        self,
-        *,
-        model: str,
-        input: str | list[dict[str, Any]],
-        idempotency_key: str | None = None,
-        recover: bool = True,
-        **params: Any,
-    ) -> Stream:
-        body = {"model": model, "input": input, **self._params(params)}
-        return self._stream(self._session("native", body, idempotency_key, recover))
 
     def _stream(self, session: StreamSession) -> Stream:
         return Stream(self._run(session), session)

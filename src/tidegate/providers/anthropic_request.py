@@ -43,12 +43,19 @@ def _invalid(message: str) -> ProviderFailure:
     return ProviderFailure("invalid_request", message, status=400, retriable=False)
 
 
-def _text_blocks(content: Any, where: str) -> list[dict[str, Any]]:
-    """Text-only content (system, developer) as text blocks; empty text is dropped."""
+def _plain(content: Any) -> list[dict[str, Any]] | None:
+    """No content or a plain string: its blocks without walking parts (None: it has parts)."""
     if content is None:
         return []
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
+    return None
+
+
+def _text_blocks(content: Any, where: str) -> list[dict[str, Any]]:
+    """Text-only content (system, developer) as text blocks; empty text is dropped."""
+    if (plain := _plain(content)) is not None:
+        return plain
     blocks: list[dict[str, Any]] = []
     for j, part in enumerate(content):
         if not isinstance(part, dict) or part.get("type") not in ("text", "input_text"):
@@ -78,10 +85,8 @@ def _image_block(part: dict[str, Any], where: str) -> dict[str, Any]:
 
 def _content_blocks(content: Any, where: str) -> list[dict[str, Any]]:
     """User / tool content: text and image parts."""
-    if content is None:
-        return []
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}] if content else []
+    if (plain := _plain(content)) is not None:
+        return plain
     blocks: list[dict[str, Any]] = []
     for j, part in enumerate(content):
         pw = f"{where}.content[{j}]"
