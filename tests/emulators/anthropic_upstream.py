@@ -356,6 +356,33 @@ def check_messages_body(body: Any) -> str | None:
     return None
 
 
+FORCED_INPUT = ('{"city": "Par', 'is", "population": 2102650}')  # a forced tool's input, in two pieces
+
+
+def forced_tool_events(tool: str, model: str) -> Events:
+    """A `tool_choice: {type: tool, name}` answer as the Messages API streams it: no text block, one
+    tool_use block for that tool whose input arrives as input_json_delta pieces, stop_reason tool_use."""
+    return [
+        _start("msg_emu_forced", model, {"input_tokens": 40, "output_tokens": 1}),
+        _block_start(0, {"type": "tool_use", "id": "toolu_emu_F", "name": tool, "input": {}}),
+        _delta(0, {"type": "input_json_delta", "partial_json": ""}),
+        _delta(0, {"type": "input_json_delta", "partial_json": FORCED_INPUT[0]}),
+        _delta(0, {"type": "input_json_delta", "partial_json": FORCED_INPUT[1]}),
+        _block_stop(0),
+        _message_delta("tool_use", 18),
+        STOP,
+    ]
+
+
+def answer_events(scenario: str, body: dict[str, Any], model: str) -> Events:
+    """The stream for a request: a forced tool is called whatever the text asks (as the API does),
+    unless a scenario was named; else the scenario's script."""
+    choice = body.get("tool_choice")
+    if scenario == "text" and isinstance(choice, dict) and choice.get("type") == "tool":
+        return forced_tool_events(str(choice.get("name")), model)
+    return scenario_events(scenario, model)
+
+
 def pick_scenario(body: dict[str, Any], model: str) -> str:
     messages = body.get("messages") or []
     last_user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
@@ -552,7 +579,7 @@ class AnthropicFamilyEmulator:
             return self._anthropic_error(400, "invalid_request_error", problem)
         if scenario in ("429", "529", "500", "401"):
             return self._http_error_anthropic(int(scenario))
-        return await self._sse(request, scenario_events(scenario, model), scenario)
+        return await self._sse(request, answer_events(scenario, body, model), scenario)
 
     def _http_error_anthropic(self, status: int) -> web.Response:
         etype = {429: "rate_limit_error", 529: "overloaded_error", 500: "api_error", 401: "authentication_error"}
@@ -625,7 +652,7 @@ class AnthropicFamilyEmulator:
             },
         )
         await resp.prepare(request)
-        for name, data in scenario_events(scenario, model):
+        for name, data in answer_events(scenario, body, model):
             if name == PAUSE:
                 await asyncio.sleep(float(data["s"]))
                 continue
@@ -672,4 +699,4 @@ class AnthropicFamilyEmulator:
             return self._google_error(429, "RESOURCE_EXHAUSTED", "Quota exceeded for aiplatform.googleapis.com")
         if scenario == "529":
             return self._anthropic_error(529, "overloaded_error", "Overloaded")
-        return await self._sse(request, scenario_events(scenario, model), scenario)
+        return await self._sse(request, answer_events(scenario, body, model), scenario)

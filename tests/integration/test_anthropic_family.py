@@ -306,6 +306,54 @@ def test_reasoning_details_replay(server: ServerProcess, emulator: AnthropicFami
     ]
 
 
+CITY_SCHEMA = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
+    "required": ["city", "population"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize("model", sorted(KINDS))
+@pytest.mark.parametrize(
+    "response_format",
+    [
+        {"type": "json_schema", "json_schema": {"name": "city", "schema": CITY_SCHEMA, "strict": True}},
+        {"type": "json_object"},
+    ],
+    ids=["json_schema", "json_object"],
+)
+def test_response_format_is_a_forced_tool_and_the_answer_is_the_content(
+    server: ServerProcess, emulator: AnthropicFamilyEmulator, model: str, response_format: dict[str, Any]
+) -> None:
+    """CONTRACT §15: translated, not dropped. The upstream receives one tool with the client's schema and
+    a tool_choice forcing it; the client gets the tool's input as the message content, finish `stop`,
+    streamed and not."""
+    mark = marker()
+    messages: list[Any] = [{"role": "user", "content": f"the largest city of France {mark}"}]
+    sdk = client(server)
+    streamed = ""
+    with sdk.chat.completions.stream(model=model, messages=messages, response_format=response_format) as stream:
+        for event in stream:
+            if event.type == "content.delta":
+                streamed += event.delta
+        final = stream.get_final_completion()
+    assert orjson.loads(streamed) == {"city": "Paris", "population": 2102650}
+    choice = final.choices[0]
+    assert choice.finish_reason == "stop" and not choice.message.tool_calls
+    rec = received(emulator, mark)
+    schema = response_format.get("json_schema", {}).get("schema", {"type": "object"})
+    assert rec.body["tools"] == [
+        {"name": "json_answer", "description": rec.body["tools"][0]["description"], "input_schema": schema}
+    ]
+    assert rec.body["tool_choice"] == {"type": "tool", "name": "json_answer"}
+    whole = sdk.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "again"}], response_format=response_format
+    )
+    assert orjson.loads(whole.choices[0].message.content or "") == {"city": "Paris", "population": 2102650}
+    assert whole.choices[0].finish_reason == "stop"
+
+
 @pytest.mark.parametrize("model", sorted(KINDS))
 def test_non_stream_completion(server: ServerProcess, model: str) -> None:
     completion = client(server).chat.completions.create(
@@ -458,14 +506,18 @@ def test_a_field_the_kind_cannot_honour_is_refused_never_dropped(
     reaches the upstream; a field sent with the value that asks for nothing is not a use of it."""
     provider = KINDS[model][1]
     before = len(emulator.requests)
-    for field, value in (
-        ("seed", 7),
-        ("response_format", {"type": "json_object"}),
-        ("logprobs", True),
-        ("frequency_penalty", 0.5),
-        ("store", True),
+    scalar_schema = {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "integer"}}}
+    for field, value, extra in (
+        ("seed", 7, {}),
+        ("logprobs", True, {}),
+        ("frequency_penalty", 0.5, {}),
+        ("store", True, {}),
+        # response_format is a forced tool here: not beside the client's tools, thinking, or a non-object root
+        ("response_format", {"type": "json_object"}, {"tools": TOOLS}),
+        ("response_format", {"type": "json_object"}, {"reasoning_effort": "low"}),
+        ("response_format", scalar_schema, {}),
     ):
-        body = {"model": model, "messages": [{"role": "user", "content": "hello"}], field: value}
+        body = {"model": model, "messages": [{"role": "user", "content": "hello"}], field: value, **extra}
         r = httpx.post(server.base_url + CHAT, json=body, headers=server.headers, timeout=30)
         assert r.status_code == 400, (field, r.text)
         error = r.json()["error"]

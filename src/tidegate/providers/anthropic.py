@@ -29,7 +29,7 @@ from ..events import (
 from ..events import Finished as FinishedEvent
 from ..request import GenerationRequest
 from ..sse import SSEDecoder, SSEEvent
-from .anthropic_request import messages_body
+from .anthropic_request import JSON_TOOL, messages_body, wants_json
 from .transport import (
     HttpProvider,
     StreamDecoder,
@@ -66,7 +66,7 @@ def error_text(kind: Any, message: Any) -> str:
 
 @dataclass(slots=True)
 class _Block:
-    kind: str  # text | thinking | redacted | tool | skip
+    kind: str  # text | thinking | redacted | tool | json (the response_format tool: text) | skip
     call_index: int = 0
     reasoning_index: int = 0
 
@@ -74,9 +74,11 @@ class _Block:
 class MessagesEventDecoder:
     """Stateful: Messages stream events → canonical events (`Finished` only at `message_stop`)."""
 
-    def __init__(self, provider: str, served_model: str) -> None:
+    def __init__(self, provider: str, served_model: str, json_answer: bool = False) -> None:
         self.provider = provider
         self.served_model = served_model
+        # `response_format` asked for JSON: the forced JSON_TOOL call's input is the answer's text
+        self._json_answer = json_answer
         self._blocks: dict[int, _Block] = {}
         self._calls = 0
         self._reasoning = 0
@@ -145,7 +147,11 @@ class MessagesEventDecoder:
             usage = self.usage_report()
             if usage is not None:
                 out.append(usage)
-            out.append(FinishedEvent(STOP_REASONS.get(self._stop_reason or "end_turn", "stop")))
+            stop = self._stop_reason or "end_turn"
+            if stop == "tool_use" and self._calls == 0 and any(b.kind == "json" for b in self._blocks.values()):
+                # only the answer tool was called: that is the answer, complete
+                stop = "end_turn"
+            out.append(FinishedEvent(STOP_REASONS.get(stop, "stop")))
             return out
         if name == "error":
             err = data.get("error") or {}
@@ -175,6 +181,10 @@ class MessagesEventDecoder:
             self._reasoning += 1
             payload = block.get("data")
             return [ReasoningDelta("", kind="encrypted", data=str(payload or ""), index=self._reasoning - 1)]
+        if btype == "tool_use" and self._json_answer and block.get("name") == JSON_TOOL:
+            self._blocks[index] = _Block("json")
+            initial = block.get("input")
+            return [TextDelta(orjson.dumps(initial).decode())] if isinstance(initial, dict) and initial else []
         if btype == "tool_use":
             b = _Block("tool", call_index=self._calls)
             self._blocks[index] = b
@@ -206,6 +216,9 @@ class MessagesEventDecoder:
         if dtype == "signature_delta" and block.kind == "thinking":
             sig = delta.get("signature")
             return [ReasoningDelta("", signature=sig, index=block.reasoning_index)] if isinstance(sig, str) else []
+        if dtype == "input_json_delta" and block.kind == "json":
+            piece = delta.get("partial_json")
+            return [TextDelta(piece)] if isinstance(piece, str) and piece else []
         if dtype == "input_json_delta" and block.kind == "tool":
             piece = delta.get("partial_json")
             return [ToolCallDelta(block.call_index, piece)] if isinstance(piece, str) and piece else []
@@ -222,9 +235,9 @@ class MessagesEventDecoder:
 class AnthropicSSEDecoder:
     """Messages API SSE bytes → canonical events."""
 
-    def __init__(self, provider: str, served_model: str) -> None:
+    def __init__(self, provider: str, served_model: str, json_answer: bool = False) -> None:
         self._sse = SSEDecoder()
-        self.events = MessagesEventDecoder(provider, served_model)
+        self.events = MessagesEventDecoder(provider, served_model, json_answer)
 
     def feed(self, chunk: bytes) -> list[Event]:
         batch, overflow = self._sse.feed_to_error(chunk)
@@ -310,7 +323,7 @@ class AnthropicAdapter:
         return UpstreamHttpRequest("POST", self.url, headers, body)
 
     def new_decoder(self, request: GenerationRequest, served_model: str) -> StreamDecoder:
-        return AnthropicSSEDecoder(self.name, served_model)
+        return AnthropicSSEDecoder(self.name, served_model, wants_json(request))
 
     def map_error(self, status: int, headers: dict[str, str], body: bytes) -> ProviderFailure:
         return anthropic_failure(status, headers, body, self.name)

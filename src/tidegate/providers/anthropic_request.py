@@ -37,6 +37,10 @@ EFFORT_BUDGETS: dict[str, int] = {
     "xhigh": 32000,
 }
 IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+# `response_format` json_object / json_schema: the Messages API has no such field, so the model is made
+# to call this one tool with the schema as its input schema; its input is the answer, returned to the
+# client as the message's content (MessagesEventDecoder) and never as a tool call.
+JSON_TOOL = "json_answer"
 
 
 def _invalid(message: str) -> ProviderFailure:
@@ -223,6 +227,36 @@ def _tools(request: GenerationRequest) -> tuple[list[dict[str, Any]] | None, dic
     return tools, choice
 
 
+def wants_json(request: GenerationRequest) -> bool:
+    """`response_format` asks for JSON (json_object or json_schema), not plain text."""
+    rf = request.response_format
+    return isinstance(rf, dict) and rf.get("type") in ("json_object", "json_schema")
+
+
+def json_schema_of(request: GenerationRequest) -> dict[str, Any] | None:
+    """The object schema the answer must follow: `{"type": "object"}` for json_object, the client's for
+    json_schema, None when that is not an object schema (the Messages API's tools take only those)."""
+    rf = request.response_format or {}
+    if rf.get("type") == "json_object":
+        return {"type": "object"}
+    spec = rf.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    return schema if isinstance(schema, dict) and schema.get("type") == "object" else None
+
+
+def _answer_tool(request: GenerationRequest) -> dict[str, Any]:
+    schema = json_schema_of(request)
+    if schema is None:  # fidelity.refused_field refuses it before a route opens; a direct caller lands here
+        raise _invalid('\'response_format.json_schema.schema\' must be a JSON schema with "type": "object"')
+    spec = (request.response_format or {}).get("json_schema")
+    about = spec.get("description") if isinstance(spec, dict) else None
+    return {
+        "name": JSON_TOOL,
+        "description": str(about or "Give the answer as this tool's input: a JSON value following the schema."),
+        "input_schema": schema,
+    }
+
+
 def thinking_budget(request: GenerationRequest) -> int | None:
     r = request.reasoning
     if r is None:
@@ -256,7 +290,9 @@ def messages_body(request: GenerationRequest, *, model: str | None, stream: bool
         body["top_p"] = float(request.top_p)
     if request.stop:
         body["stop_sequences"] = list(request.stop)
-    tools, choice = _tools(request)
+    tools, choice = (
+        ([_answer_tool(request)], {"type": "tool", "name": JSON_TOOL}) if wants_json(request) else _tools(request)
+    )
     if tools is not None:
         body["tools"] = tools
         if choice is not None:

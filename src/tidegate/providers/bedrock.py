@@ -27,7 +27,7 @@ from ..errors import ProviderFailure, retriable_status
 from ..events import Event
 from ..request import GenerationRequest
 from .anthropic import MessagesEventDecoder, error_text
-from .anthropic_request import messages_body
+from .anthropic_request import messages_body, wants_json
 from .transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, retry_after_seconds, undecodable
 
 BEDROCK_VERSION = "bedrock-2023-05-31"
@@ -53,9 +53,9 @@ def _header(headers: dict[str, Any], name: str) -> str:
 class BedrockStreamDecoder:
     """Eventstream bytes → canonical events. Frames are CRC-checked by botocore."""
 
-    def __init__(self, provider: str, served_model: str) -> None:
+    def __init__(self, provider: str, served_model: str, json_answer: bool = False) -> None:
         self._buffer = EventStreamBuffer()
-        self.events = MessagesEventDecoder(provider, served_model)
+        self.events = MessagesEventDecoder(provider, served_model, json_answer)
 
     def feed(self, chunk: bytes) -> list[Event]:
         if self.events.done:
@@ -187,7 +187,7 @@ class BedrockAdapter:
         return UpstreamHttpRequest("POST", url, headers, body, sign=sign)
 
     def new_decoder(self, request: GenerationRequest, served_model: str) -> StreamDecoder:
-        return BedrockStreamDecoder(self.name, served_model)
+        return BedrockStreamDecoder(self.name, served_model, wants_json(request))
 
     def map_error(self, status: int, headers: dict[str, str], body: bytes) -> ProviderFailure:
         return bedrock_failure(status, headers, body, self.name)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..request import GenerationRequest
+from .anthropic_request import json_schema_of, thinking_budget, wants_json
 
 TRANSLATED, PASSED, REFUSED = "translated", "passed through", "refused"
 
@@ -66,6 +67,7 @@ _ANTHROPIC = {
     "user": TRANSLATED,
     "reasoning": TRANSLATED,
     "reasoning_effort": TRANSLATED,
+    "response_format": TRANSLATED,
 }
 FIDELITY: dict[str, dict[str, str]] = {
     "openai": dict.fromkeys(CHAT_FIELDS, PASSED),  # the client's body as sent, unknown fields too
@@ -112,11 +114,37 @@ def _sent(request: GenerationRequest) -> dict[str, Any]:
     }
 
 
+def _anthropic_json_refused(request: GenerationRequest) -> bool:
+    """`response_format` JSON is a forced tool on the Anthropic kinds: it cannot sit beside the client's
+    own tools (the model could call none of them) or thinking (the Messages API refuses a forced tool
+    with thinking on), and a tool's input schema must be an object schema."""
+    if not wants_json(request):
+        return False
+    return bool(request.tools) or thinking_budget(request) is not None or json_schema_of(request) is None
+
+
+# translated fields that some requests still cannot be served with, per kind: (field, the check)
+_CONDITIONS: dict[str, tuple[str, Any]] = {
+    "anthropic": ("response_format", _anthropic_json_refused),
+    "bedrock": ("response_format", _anthropic_json_refused),
+    "vertex": ("response_format", _anthropic_json_refused),
+}
+NOTES = {
+    "response_format": "on `anthropic`, `bedrock` and `vertex`: `json_object` and `json_schema` become one "
+    "forced tool (`json_answer`) whose input schema is the client's; its input streams back as the message's "
+    "content and the finish reason is `stop`. Refused beside `tools`, with thinking on, or with a schema whose "
+    "root is not an object.",
+}
+
+
 def refused_field(kind: str, request: GenerationRequest) -> str | None:
     """The first field `request` uses that a provider of `kind` cannot honour, or None."""
     table = FIDELITY.get(kind)
     if table is None or kind == "openai":
         return None
+    condition = _CONDITIONS.get(kind)
+    if condition is not None and condition[1](request):
+        return str(condition[0])
     for name, value in _sent(request).items():
         if value is None or value is False or name in GATEWAY_FIELDS:
             continue
@@ -151,8 +179,10 @@ def table_markdown() -> str:
         "|---|" + "---|" * len(kinds),
     ]
     for name in CHAT_FIELDS:
-        cells = [FIDELITY[k].get(name, REFUSED) for k in kinds]
+        cells = [FIDELITY[k].get(name, REFUSED) + ("¹" if name in NOTES and k in _CONDITIONS else "") for k in kinds]
         lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.extend(f"¹ `{name}` {note}" for name, note in NOTES.items())
     return "\n".join(lines) + "\n"
 
 

@@ -19,7 +19,7 @@ from ..config import ProviderConfig
 from ..errors import ProviderFailure, retriable_status
 from ..request import GenerationRequest
 from .anthropic import AnthropicSSEDecoder, error_text, parse_error_body
-from .anthropic_request import messages_body
+from .anthropic_request import messages_body, wants_json
 from .transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, retry_after_seconds
 
 VERTEX_VERSION = "vertex-2023-10-16"
@@ -148,7 +148,7 @@ class VertexAdapter:
         return UpstreamHttpRequest("POST", self.url_for(project, served_model), headers, orjson.dumps(body_obj))
 
     def new_decoder(self, request: GenerationRequest, served_model: str) -> StreamDecoder:
-        return AnthropicSSEDecoder(self.name, served_model)
+        return AnthropicSSEDecoder(self.name, served_model, wants_json(request))
 
     def map_error(self, status: int, headers: dict[str, str], body: bytes) -> ProviderFailure:
         return vertex_failure(status, headers, body, self.name)

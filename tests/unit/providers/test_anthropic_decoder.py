@@ -257,3 +257,20 @@ def test_run_helper_stops_at_failure() -> None:
     data = (FIXTURES / "anthropic" / "error.sse").read_bytes()
     events = run(factory, [data, b"event: ping\ndata: {}\n\n"])
     assert isinstance(events[-1], Failed)
+
+
+def test_the_response_format_tool_is_the_answer_text_and_other_tools_stay_calls() -> None:
+    """`response_format`: the forced `json_answer` tool's input streams as text and ends `stop`; without
+    the flag (or for another tool) the same events are tool calls ending `tool_calls`."""
+    from emulators.anthropic_upstream import FORCED_INPUT, forced_tool_events
+
+    stream = b"".join(sse_frame(name, data) for name, data in forced_tool_events("json_answer", "m"))
+    answer = run(lambda: AnthropicSSEDecoder("p", "m", json_answer=True), [stream])
+    assert "".join(e.text for e in answer if isinstance(e, TextDelta)) == "".join(FORCED_INPUT)
+    assert not [e for e in answer if isinstance(e, ToolCallDelta)]
+    assert [e for e in answer if isinstance(e, Finished)] == [Finished("stop")]
+    for json_answer, tool in ((False, "json_answer"), (True, "lookup")):
+        other = b"".join(sse_frame(n, d) for n, d in forced_tool_events(tool, "m"))
+        calls = run(lambda flag=json_answer: AnthropicSSEDecoder("p", "m", json_answer=flag), [other])
+        assert "".join(e.arguments for e in calls if isinstance(e, ToolCallDelta)) == "".join(FORCED_INPUT)
+        assert [e for e in calls if isinstance(e, Finished)] == [Finished("tool_calls")]

@@ -16,9 +16,17 @@ HI = [{"role": "user", "content": "hi"}]
 
 
 def chat(**body: Any) -> GenerationRequest:
-    """A chat-door request: its body as sent."""
+    """A chat-door request: its body as sent, and the fields the door parses that the table's rules read."""
     raw = {"model": "m", "messages": HI, **body}
-    return GenerationRequest(model="m", messages=HI, raw_body=raw)
+    effort = body.get("reasoning_effort")
+    return GenerationRequest(
+        model="m",
+        messages=HI,
+        raw_body=raw,
+        response_format=body.get("response_format"),
+        tools=body.get("tools"),
+        reasoning=ReasoningOptions(effort=effort) if effort else None,
+    )
 
 
 def test_the_doc_is_written_from_the_table() -> None:
@@ -29,6 +37,10 @@ def test_the_doc_is_written_from_the_table() -> None:
 def test_the_anthropic_kinds(kind: str) -> None:
     assert refused_field(kind, chat(seed=1)) == "seed"
     assert refused_field(kind, chat(response_format={"type": "json_schema", "json_schema": {}})) == "response_format"
+    json_object = {"type": "json_object"}
+    assert refused_field(kind, chat(response_format=json_object)) is None  # a forced tool
+    assert refused_field(kind, chat(response_format=json_object, tools=[{"type": "function"}])) == "response_format"
+    assert refused_field(kind, chat(response_format=json_object, reasoning_effort="low")) == "response_format"
     assert refused_field(kind, chat(some_new_field=3)) == "some_new_field"  # unknown: refused, not dropped
     assert refused_field(kind, chat(temperature=0, top_p=0.5, stop=["x"], user="u", tool_choice="auto")) is None
     neutral = chat(seed=None, logprobs=False, n=1, frequency_penalty=0, response_format={"type": "text"})
