@@ -26,6 +26,7 @@ MiB = 1024 * 1024
 PositiveFloat = Annotated[float, Meta(gt=0)]
 PositiveInt = Annotated[int, Meta(gt=0)]
 Count = Annotated[int, Meta(ge=0)]
+NonNegativeFloat = Annotated[float, Meta(ge=0)]
 
 
 def doc(text: str, **bounds: float) -> Meta:
@@ -221,6 +222,14 @@ class ProviderConfig(Struct, frozen=True, forbid_unknown_fields=True):
 class Pricing(Struct, frozen=True, forbid_unknown_fields=True):
     prompt: Annotated[float, doc("USD per million prompt tokens", ge=0)] = 0.0
     completion: Annotated[float, doc("USD per million completion tokens", ge=0)] = 0.0
+    cache_read: Annotated[
+        NonNegativeFloat | None,
+        doc("USD per million prompt tokens read from the provider's prompt cache; default: `prompt`"),
+    ] = None
+    cache_write: Annotated[
+        NonNegativeFloat | None,
+        doc("USD per million prompt tokens written to the provider's prompt cache; default: `prompt`"),
+    ] = None
 
 
 class Route(Struct, frozen=True, forbid_unknown_fields=True):
@@ -253,7 +262,9 @@ class ModelConfig(Struct, frozen=True, forbid_unknown_fields=True):
             "`strategy`, then tried in that order (fallback); required but for routers"
         ),
     ] = ()
-    pricing: Annotated[Pricing | None, doc("`{ prompt = USD, completion = USD }` per million tokens")] = None
+    pricing: Annotated[
+        Pricing | None, doc("USD per million tokens: `{ prompt, completion, cache_read, cache_write }` (below)")
+    ] = None
     owned_by: Annotated[str | None, doc("shown in `GET /v1/models`")] = None
     capabilities: Annotated[
         tuple[str, ...],
@@ -332,6 +343,7 @@ TABLES: dict[str, type[Struct]] = {
     "store": StoreConfig,
     "providers.NAME": ProviderConfig,
     'models."ID"': ModelConfig,
+    'models."ID".pricing': Pricing,
     "mcp": McpConfig,
 }
 

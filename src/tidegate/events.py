@@ -83,8 +83,9 @@ class UsageReport:
     prompt: int
     completion: int
     reasoning: int | None = None
-    cached: int | None = None
+    cached: int | None = None  # prompt tokens read from the provider's prompt cache (part of `prompt`)
     estimated: bool = False
+    cache_write: int | None = None  # prompt tokens written to the prompt cache (part of `prompt`)
 
     @property
     def total(self) -> int:

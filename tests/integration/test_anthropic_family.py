@@ -61,10 +61,13 @@ base_url = "{emu.base_url}/v1"
 access_token_env = "EMU_VERTEX_TOKEN"
 [models."anthropic/claude"]
 routes = [{{ provider = "claude", model = "claude-emu" }}]
+pricing = {{ prompt = 3.0, completion = 15.0, cache_read = 0.3, cache_write = 3.75 }}
 [models."bedrock/claude"]
 routes = [{{ provider = "claude-bedrock", model = "anthropic.claude-emu-v1:0" }}]
+pricing = {{ prompt = 3.0, completion = 15.0, cache_read = 0.3, cache_write = 3.75 }}
 [models."vertex/claude"]
 routes = [{{ provider = "claude-vertex", model = "claude-emu@20250101" }}]
+pricing = {{ prompt = 3.0, completion = 15.0, cache_read = 0.3, cache_write = 3.75 }}
 [models."fallback/anthropic"]
 routes = [{{ provider = "claude", model = "claude-emu--429" }},
           {{ provider = "claude-bedrock", model = "anthropic.claude-emu-v1:0" }}]
@@ -163,6 +166,38 @@ def test_text_stream_and_usage(server: ServerProcess, emulator: AnthropicFamilyE
     assert rec.body["system"] == [{"type": "text", "text": "Be brief."}]
     assert rec.body["max_tokens"] == 64 and rec.body["temperature"] == 0.5
     assert rec.body["messages"] == [{"role": "user", "content": [{"type": "text", "text": f"hi {mark}"}]}]
+
+
+@pytest.mark.parametrize("model", sorted(KINDS))
+def test_prompt_cache_markers_pass_through_and_cache_tokens_are_priced(
+    server: ServerProcess, emulator: AnthropicFamilyEmulator, model: str
+) -> None:
+    """Issue 40: `cache_control` on parts and tools reaches every Anthropic kind as sent; cache reads and
+    writes come back in `prompt_tokens_details` and the record prices each at its own rate."""
+    mark = marker()
+    ephemeral, hour = {"type": "ephemeral"}, {"type": "ephemeral", "ttl": "1h"}
+    messages = [
+        {"role": "system", "content": [{"type": "text", "text": "A long policy.", "cache_control": ephemeral}]},
+        {"role": "user", "content": [{"type": "text", "text": f"hi {mark}", "cache_control": hour}]},
+    ]
+    tools = [{**TOOLS[0], "cache_control": ephemeral}]
+    r = sse(server, model, messages, tools=tools, stream_options={"include_usage": True})
+    assert r.done
+    usage = [c["usage"] for c in r.json_events() if c.get("usage")][-1]
+    assert usage["prompt_tokens"] == 57
+    assert usage["prompt_tokens_details"] == {"cached_tokens": 10, "cache_write_tokens": 5}
+    rec = received(emulator, mark)
+    assert rec.body["system"] == [{"type": "text", "text": "A long policy.", "cache_control": ephemeral}]
+    assert rec.body["messages"][0]["content"] == [{"type": "text", "text": f"hi {mark}", "cache_control": hour}]
+    assert rec.body["tools"][0]["cache_control"] == ephemeral
+    record = httpx.get(f"{server.base_url}/api/v1/generations/{r.headers['x-generation-id']}", headers=server.headers)
+    stored = record.json()
+    assert stored["usage"]["cached_tokens"] == 10 and stored["usage"]["cache_write_tokens"] == 5
+    # 42 uncached at 3.0, 10 read at 0.3, 5 written at 3.75, 12 out at 15.0 (USD per million)
+    assert stored["cost"] == pytest.approx((42 * 3.0 + 10 * 0.3 + 5 * 3.75 + 12 * 15.0) / 1e6)
+    bad = [{"role": "user", "content": [{"type": "text", "text": "x", "cache_control": {"type": "forever"}}]}]
+    refused = httpx.post(server.base_url + CHAT, json={"model": model, "messages": bad}, headers=server.headers)
+    assert refused.status_code == 400 and "messages[0].content[0].cache_control" in refused.json()["error"]["message"]
 
 
 @pytest.mark.parametrize("model", sorted(KINDS))

@@ -372,6 +372,7 @@ class Recorder:
                 total_tokens=usage.total,
                 reasoning_tokens=usage.reasoning,
                 cached_tokens=usage.cached,
+                cache_write_tokens=usage.cache_write,
             )
             rec.usage_estimated = usage.estimated
             rec.cost = round(cost_of(usage, self.pricing), 10)

@@ -107,4 +107,8 @@ def cost_of(usage: UsageReport, pricing: Pricing | None) -> float:
     """USD, with pricing in USD per million tokens."""
     if pricing is None:
         return 0.0
-    return (usage.prompt * pricing.prompt + usage.completion * pricing.completion) / 1_000_000
+    read, written = usage.cached or 0, usage.cache_write or 0
+    cache_read = pricing.prompt if pricing.cache_read is None else pricing.cache_read
+    cache_write = pricing.prompt if pricing.cache_write is None else pricing.cache_write
+    prompt = (usage.prompt - read - written) * pricing.prompt + read * cache_read + written * cache_write
+    return (prompt + usage.completion * pricing.completion) / 1_000_000

@@ -50,6 +50,7 @@ def _add(total: UsageReport | None, report: UsageReport) -> UsageReport:
         plus(total.reasoning, report.reasoning),
         plus(total.cached, report.cached),
         total.estimated or report.estimated,
+        plus(total.cache_write, report.cache_write),
     )
 
 

@@ -105,7 +105,12 @@ class MessagesEventDecoder:
             return None
         read = u.get("cache_read_input_tokens", 0)
         prompt = u.get("input_tokens", 0) + read + u.get("cache_creation_input_tokens", 0)
-        return UsageReport(prompt=prompt, completion=u.get("output_tokens", 0), cached=read)
+        return UsageReport(
+            prompt=prompt,
+            completion=u.get("output_tokens", 0),
+            cached=read,
+            cache_write=u.get("cache_creation_input_tokens"),
+        )
 
     def fail(self, message: str, *, retriable: bool = True, code: FailureCode = "upstream_error") -> list[Event]:
         self.done = True

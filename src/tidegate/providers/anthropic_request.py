@@ -47,6 +47,22 @@ def _invalid(message: str) -> ProviderFailure:
     return ProviderFailure("invalid_request", message, status=400, retriable=False)
 
 
+CACHE_TTLS = ("5m", "1h")
+
+
+def _cached(block: dict[str, Any], part: Any, where: str) -> dict[str, Any]:
+    """`block` with the part's Anthropic prompt-cache breakpoint (`cache_control`, as OpenRouter and
+    LiteLLM accept it on OpenAI content parts and tools), checked, passed on as sent."""
+    marker = part.get("cache_control") if isinstance(part, dict) else None
+    if marker is None:
+        return block
+    if not isinstance(marker, dict) or marker.get("type") != "ephemeral" or set(marker) - {"type", "ttl"}:
+        raise _invalid(f'\'{where}.cache_control\' must be {{"type": "ephemeral"}} (with an optional "ttl")')
+    if "ttl" in marker and marker["ttl"] not in CACHE_TTLS:
+        raise _invalid(f"'{where}.cache_control.ttl' must be one of {', '.join(CACHE_TTLS)}")
+    return {**block, "cache_control": dict(marker)}
+
+
 def _plain(content: Any) -> list[dict[str, Any]] | None:
     """No content or a plain string: its blocks without walking parts (None: it has parts)."""
     if content is None:
@@ -65,7 +81,7 @@ def _text_blocks(content: Any, where: str) -> list[dict[str, Any]]:
         if not isinstance(part, dict) or part.get("type") not in ("text", "input_text"):
             raise _invalid(f"'{where}.content[{j}]': only text parts are supported in this message")
         if part.get("text"):
-            blocks.append({"type": "text", "text": str(part["text"])})
+            blocks.append(_cached({"type": "text", "text": str(part["text"])}, part, f"{where}.content[{j}]"))
     return blocks
 
 
@@ -98,9 +114,9 @@ def _content_blocks(content: Any, where: str) -> list[dict[str, Any]]:
         if ptype in ("text", "input_text", "output_text", "refusal"):
             text = part.get("text") if ptype != "refusal" else part.get("refusal")
             if text:
-                blocks.append({"type": "text", "text": str(text)})
+                blocks.append(_cached({"type": "text", "text": str(text)}, part, pw))
         elif ptype == "image_url":
-            blocks.append(_image_block(part, pw))
+            blocks.append(_cached(_image_block(part, pw), part, pw))
         else:
             raise _invalid(f"'{pw}.type' {quote(ptype)} is not supported by this provider (use text or image_url)")
     return blocks
@@ -200,7 +216,7 @@ def _tools(request: GenerationRequest) -> tuple[list[dict[str, Any]] | None, dic
     if not request.tools:
         return None, None
     tools: list[dict[str, Any]] = []
-    for t in request.tools:
+    for i, t in enumerate(request.tools):
         fn = t.get("function") or {}
         tool: dict[str, Any] = {
             "name": fn.get("name"),
@@ -208,7 +224,7 @@ def _tools(request: GenerationRequest) -> tuple[list[dict[str, Any]] | None, dic
         }
         if fn.get("description"):
             tool["description"] = fn["description"]
-        tools.append(tool)
+        tools.append(_cached(tool, t, f"tools[{i}]"))
     choice_raw = request.tool_choice
     choice: dict[str, Any] | None
     if choice_raw is None:

@@ -123,11 +123,22 @@ def _anthropic_json_refused(request: GenerationRequest) -> bool:
     return bool(request.tools) or thinking_budget(request) is not None or json_schema_of(request) is None
 
 
-# translated fields that some requests still cannot be served with, per kind: (field, the check)
+def _cache_markers(request: GenerationRequest) -> bool:
+    """A prompt-cache breakpoint (`cache_control`) on a content part or a tool: the local model has no
+    prompt cache to honour it with."""
+    for message in request.messages:
+        content = message.get("content")
+        if isinstance(content, list) and any(isinstance(p, dict) and "cache_control" in p for p in content):
+            return True
+    return any(isinstance(t, dict) and "cache_control" in t for t in request.tools or ())
+
+
+# what some requests still cannot be served with, per kind: (the field named in the refusal, the check)
 _CONDITIONS: dict[str, tuple[str, Any]] = {
     "anthropic": ("response_format", _anthropic_json_refused),
     "bedrock": ("response_format", _anthropic_json_refused),
     "vertex": ("response_format", _anthropic_json_refused),
+    "local": ("cache_control", _cache_markers),
 }
 NOTES = {
     "response_format": "on `anthropic`, `bedrock` and `vertex`: `json_object` and `json_schema` become one "
@@ -179,10 +190,22 @@ def table_markdown() -> str:
         "|---|" + "---|" * len(kinds),
     ]
     for name in CHAT_FIELDS:
-        cells = [FIDELITY[k].get(name, REFUSED) + ("¹" if name in NOTES and k in _CONDITIONS else "") for k in kinds]
+        cells = [FIDELITY[k].get(name, REFUSED) + ("¹" if _CONDITIONS.get(k, ("",))[0] == name else "") for k in kinds]
         lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
     lines.append("")
     lines.extend(f"¹ `{name}` {note}" for name, note in NOTES.items())
+    lines += [
+        "",
+        "## Inside messages and tools",
+        "",
+        "`cache_control` (a prompt-cache breakpoint, `{type: ephemeral, ttl?: 5m | 1h}`, on a content part or",
+        "a tool, as OpenRouter and LiteLLM accept it) is passed on to `anthropic`, `bedrock` and `vertex` as",
+        "sent, forwarded untouched to `openai`, and refused on `local`. Cache reads come back as",
+        "`usage.prompt_tokens_details.cached_tokens` and cache writes as `cache_write_tokens` beside it",
+        "(tidegate's extension; the Responses API's `input_tokens_details` has both); both are part of",
+        "`prompt_tokens`, and the record prices them at the model's `pricing.cache_read` and",
+        "`pricing.cache_write` (docs/configuration.md).",
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -27,8 +27,11 @@ def usage_json(usage: UsageReport) -> dict[str, Any]:
         "completion_tokens": usage.completion,
         "total_tokens": usage.total,
     }
-    if usage.cached is not None:
-        out["prompt_tokens_details"] = {"cached_tokens": usage.cached}
+    if usage.cached is not None or usage.cache_write is not None:
+        details: dict[str, int] = {"cached_tokens": usage.cached or 0}
+        if usage.cache_write is not None:  # tidegate's extension (docs/translation.md): tokens written to the cache
+            details["cache_write_tokens"] = usage.cache_write
+        out["prompt_tokens_details"] = details
     if usage.reasoning is not None:
         out["completion_tokens_details"] = {"reasoning_tokens": usage.reasoning}
     return out

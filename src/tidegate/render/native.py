@@ -17,7 +17,7 @@ import orjson
 
 from ..commit import Committed
 from ..events import Event, Failed, ReasoningDelta, TextDelta, ToolCallDelta, UsageReport
-from ..store.base import GenerationRecord, Usage
+from ..store.base import GenerationRecord, Usage, usage_dict
 from .chat import ChatCompletionBuilder
 from .responses import ResponseState
 
@@ -30,6 +30,7 @@ def usage_of(report: UsageReport) -> Usage:
         total_tokens=report.total,
         reasoning_tokens=report.reasoning,
         cached_tokens=report.cached,
+        cache_write_tokens=report.cache_write,
     )
 
 
@@ -63,13 +64,7 @@ def native_result(
         "reasoning": reasoning or None,
         "reasoning_details": details.details,
         "finish_reason": finish_reason,
-        "usage": {
-            "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-            "total_tokens": usage.total_tokens,
-            "reasoning_tokens": usage.reasoning_tokens,
-            "cached_tokens": usage.cached_tokens,
-        },
+        "usage": usage_dict(usage),
     }
 
 

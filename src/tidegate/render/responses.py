@@ -28,7 +28,7 @@ def usage_json(usage: UsageReport) -> dict[str, Any]:
     """The Responses `usage` object (all five fields; the SDK requires every one)."""
     return {
         "input_tokens": usage.prompt,
-        "input_tokens_details": {"cached_tokens": usage.cached or 0, "cache_write_tokens": 0},
+        "input_tokens_details": {"cached_tokens": usage.cached or 0, "cache_write_tokens": usage.cache_write or 0},
         "output_tokens": usage.completion,
         "output_tokens_details": {"reasoning_tokens": usage.reasoning or 0},
         "total_tokens": usage.total,

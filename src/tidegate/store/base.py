@@ -99,6 +99,22 @@ class Usage:
     total_tokens: int = 0
     reasoning_tokens: int | None = None
     cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
+
+
+USAGE_FIELDS = (
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "reasoning_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
+)
+
+
+def usage_from_dict(stored: dict[str, Any]) -> Usage:
+    """A stored usage; keys this version does not know (a newer gateway's, mid rolling upgrade) are skipped."""
+    return Usage(**{k: v for k, v in stored.items() if k in USAGE_FIELDS})
 
 
 def usage_dict(u: Usage) -> dict[str, int | None]:
@@ -111,6 +127,7 @@ def usage_dict(u: Usage) -> dict[str, int | None]:
         "total_tokens": u.total_tokens,
         "reasoning_tokens": u.reasoning_tokens,
         "cached_tokens": u.cached_tokens,
+        "cache_write_tokens": u.cache_write_tokens,
     }
 
 

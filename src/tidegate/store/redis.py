@@ -41,8 +41,8 @@ from .base import (
     LogRun,
     LogTail,
     SharedRouteHealth,
-    Usage,
     usage_dict,
+    usage_from_dict,
 )
 
 DEFAULT_PREFIX = "tidegate:"
@@ -103,7 +103,7 @@ def _pairs(flat: list[Any]) -> dict[str, Any]:
 
 def _gen_from(values: dict[str, Any]) -> GenerationRecord:
     values = dict(values)
-    values["usage"] = Usage(**values.get("usage", {}))
+    values["usage"] = usage_from_dict(values.get("usage", {}))
     return GenerationRecord(**{k: v for k, v in values.items() if k in _GEN_FIELDS})
 
 

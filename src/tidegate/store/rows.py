@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from .base import ApiKey, GenerationRecord, Usage, usage_dict
+from .base import ApiKey, GenerationRecord, usage_dict, usage_from_dict
 
 GEN_COLUMNS = (
     "id, key_id, model, door, created_at, status, idempotency_key, request_hash, provider, served_model, "
@@ -79,7 +79,7 @@ def record_from_row(row: Any) -> GenerationRecord:
         served_model=row[9],
         attempts=row[10],
         finish_reason=row[11],
-        usage=Usage(**orjson.loads(row[12])),
+        usage=usage_from_dict(orjson.loads(row[12])),
         usage_estimated=bool(row[13]),
         cost=row[14],
         output_text=row[15],

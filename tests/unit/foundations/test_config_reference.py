@@ -68,7 +68,10 @@ def test_the_embedded_default_fits_the_schema() -> None:
         ({"server": {"prot": 1}}, "server.prot: unknown key (allowed: body_timeout_s, breaker_cooldown_s"),
         ({"server": {"keepalive_s": 0}}, "server.keepalive_s: must be > 0, got 0"),
         ({"server": {"port": 70000}}, "server.port: must be <= 65535, got 70000"),
-        ({"providers": {"p": {"kind": "nope"}}}, "providers.p.kind: must be one of anthropic, bedrock, local, openai, vertex"),
+        (
+            {"providers": {"p": {"kind": "nope"}}},
+            "providers.p.kind: must be one of anthropic, bedrock, local, openai, vertex",
+        ),
         ({"providers": {"p": {}}}, "providers.p.kind: required"),
         ({"providers": {"p": {"kind": "local", "n_threads": 0}}}, "providers.p.n_threads: must be >= 1, got 0"),
         ({"providers": {"p": {"kind": "local", "name": "q"}}}, "providers.p.name: unknown key"),

@@ -52,7 +52,7 @@ TEXT = [
     TextDelta("Hello"),
     TextDelta(" from"),
     TextDelta(" the emulator."),
-    UsageReport(prompt=57, completion=12, cached=10),
+    UsageReport(prompt=57, completion=12, cached=10, cache_write=5),
     Finished("stop"),
 ]
 THINKING = [
@@ -142,7 +142,7 @@ def test_finished_only_at_message_stop_and_nothing_after() -> None:
     events = dec.feed(before_stop)
     assert not any(isinstance(e, (Finished, UsageReport)) for e in events)
     tail = dec.feed(data[len(before_stop) :])
-    assert tail == [UsageReport(prompt=57, completion=12, cached=10), Finished("stop")]
+    assert tail == [UsageReport(prompt=57, completion=12, cached=10, cache_write=5), Finished("stop")]
     assert dec.feed(sse_frame("content_block_delta", {"type": "content_block_delta", "index": 0})) == []
     assert dec.end() == []
 

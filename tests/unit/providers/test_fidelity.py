@@ -53,6 +53,10 @@ def test_openai_passes_everything_and_local_takes_little() -> None:
     assert refused_field("local", chat(seed=1, temperature=0.2)) is None
     assert refused_field("local", chat(tools=[{"type": "function"}])) == "tools"
     assert refused_field("local", chat(reasoning_effort="high")) == "reasoning_effort"
+    marked = [{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]}]
+    cached = GenerationRequest(model="m", messages=marked, raw_body={"model": "m", "messages": marked})
+    assert refused_field("local", cached) == "cache_control"
+    assert refused_field("anthropic", cached) is None
 
 
 def test_a_canonical_request_from_the_other_doors() -> None:

@@ -87,6 +87,7 @@ def test_text_stream_start_status_delta_done() -> None:
         "total_tokens": 15,
         "reasoning_tokens": 2,
         "cached_tokens": 1,
+        "cache_write_tokens": None,
     }
     assert done["output"] == [
         {
