@@ -137,16 +137,21 @@ def tidegate_config(emu_url: str, shapes: list[str], store_url: str, keepalive_s
         'host = "127.0.0.1"',
         f"keepalive_s = {keepalive_s}",
         f"workers = {workers}",
+        # the scenarios hold up to 5,000 streams open: above the defaults (4096 client connections per
+        # worker, 100 connections per provider), which are limits for operators, not what is measured
+        "max_connections = 8192",
         "[store]",
         f'url = "{store_url}"',
         "[providers.emu-openai]",
         'kind = "openai"',
         f'base_url = "{emu_url}/v1"',
         'api_key_env = "BENCH_UPSTREAM_KEY"',
+        "max_connections = 8192",
         "[providers.emu-anthropic]",
         'kind = "anthropic"',
         f'base_url = "{emu_url}"',
         'api_key_env = "BENCH_UPSTREAM_KEY"',
+        "max_connections = 8192",
     ]
     for shape in shapes:
         lines += [f'[models."{shape}"]', f'routes = [{{ provider = "emu-openai", model = "{shape}" }}]']
