@@ -239,6 +239,18 @@ class Route(Struct, frozen=True, forbid_unknown_fields=True):
     pricing: Annotated[Pricing | None, doc("overrides the model's for this route")] = None
 
 
+class ServerTool(Struct, frozen=True, forbid_unknown_fields=True):
+    server_label: Annotated[str, doc("the MCP server's name in answers and records (unique per model)")]
+    server_url: Annotated[
+        str, doc("its streamable-HTTP endpoint; must match `[mcp] allowed_hosts` like a request's ([mcp.md](mcp.md))")
+    ]
+    allowed_tools: Annotated[tuple[str, ...] | None, doc("only these of its tools; unset: all")] = None
+    headers_env: Annotated[
+        dict[str, str],
+        doc('headers sent to it, each value read from an environment variable: `{ Authorization = "CALC_AUTH" }`'),
+    ] = {}
+
+
 class Breaker(Struct, frozen=True):
     """A model's routes' breaker settings (`ModelConfig.breaker`), not a table of the file."""
 
@@ -290,6 +302,13 @@ class ModelConfig(Struct, frozen=True, forbid_unknown_fields=True):
     breaker_cooldown_s: Annotated[
         PositiveFloat | None, doc("this model's routes' breaker cooldown; default: `[server]`'s")
     ] = None
+    server_tools: Annotated[
+        tuple[ServerTool, ...],
+        doc(
+            "chat models: MCP servers whose tools the gateway runs for every chat completion of this model, "
+            "answered buffered (`X-Kendr-Buffered-Reason: server_tools`; [mcp.md](mcp.md))"
+        ),
+    ] = ()
     candidates: Annotated[
         tuple[str, ...], doc('`type = "router"` only (required): the catalog chat model ids it chooses among')
     ] = ()
@@ -344,6 +363,7 @@ TABLES: dict[str, type[Struct]] = {
     "providers.NAME": ProviderConfig,
     'models."ID"': ModelConfig,
     'models."ID".pricing': Pricing,
+    'models."ID".server_tools': ServerTool,
     "mcp": McpConfig,
 }
 
@@ -359,6 +379,7 @@ __all__ = [
     "ProviderConfig",
     "Route",
     "ServerConfig",
+    "ServerTool",
     "StoreConfig",
     "default_config_text",
     "load_config",

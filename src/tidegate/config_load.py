@@ -65,6 +65,14 @@ def _model(
     if "id" in raw:  # the table's name is the model's id
         raise ConfigError(f"{where}.id: unknown key (the model's id is its table's name: [models.\"{model_id}\"])")
     model = convert(where, raw, ModelConfig)
+    labels = [t.server_label for t in model.server_tools]
+    if model.server_tools and model.type != "chat":
+        raise ConfigError(f'{where}.server_tools: only for type = "chat" models')
+    if len(set(labels)) != len(labels):
+        raise ConfigError(f"{where}.server_tools: server_label values must be unique")
+    for i, tool in enumerate(model.server_tools):
+        if not tool.server_url.startswith(("http://", "https://")):
+            raise ConfigError(f"{where}.server_tools[{i}].server_url: must start with http:// or https://")
     if model.type == "router":
         if "routes" in raw:
             raise ConfigError(f"{where}.routes: a router model has candidates, not routes")

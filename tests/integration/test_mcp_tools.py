@@ -4,6 +4,7 @@ server (the official SDK's MCPServer over streamable HTTP) in its own process.""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import time
@@ -12,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import openai
+import orjson
 import pytest
 
 from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
@@ -21,6 +24,32 @@ MCP_SERVER = Path(__file__).resolve().parent.parent / "emulators" / "mcp_server.
 NATIVE = "/api/v1/llm/responses"
 RESPONSES = "/v1/responses"
 MAX_TURNS = 3
+CHAT = "/v1/chat/completions"
+CALC_AUTH = f"Bearer calc-{uuid.uuid4().hex}"  # the server_tools header, from the environment only
+# The seed's rule (000: "check the content type before choosing a parser"), as a client would write it
+# with nothing but fetch: JSON for a buffered answer, SSE events until `done` otherwise.
+SEED_PARSER_JS = """
+const [url, key, body] = process.argv.slice(2);
+const res = await fetch(url, {method: "POST", headers: {Authorization: `Bearer ${key}`,
+  "Content-Type": "application/json"}, body});
+const type = res.headers.get("content-type") || "";
+let result;
+if (type.startsWith("application/json")) {
+  result = {parser: "json", mode: res.headers.get("x-kendr-stream-mode"),
+            reason: res.headers.get("x-kendr-buffered-reason"), done: await res.json()};
+} else {
+  const text = await res.text();
+  const events = text.split("\\n\\n").filter(Boolean).map((block) => {
+    const lines = block.split("\\n");
+    const name = (lines.find((l) => l.startsWith("event: ")) || "").slice(7);
+    const data = lines.filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\\n");
+    return {name, data};
+  });
+  const done = events.find((e) => e.name === "done");
+  result = {parser: "sse", mode: res.headers.get("x-kendr-stream-mode"), done: done && JSON.parse(done.data)};
+}
+process.stdout.write(JSON.stringify(result));
+"""
 
 
 class McpProcess:
@@ -85,7 +114,14 @@ max_turns = {MAX_TURNS}
 call_timeout_s = 5
 deadline_s = 30
 """
-    srv = start_server(workdir, config)
+    config += f"""[models."m/tools"]
+routes = [{{ provider = "emu", model = "mcp-agent" }}]
+server_tools = [
+    {{ server_label = "calc", server_url = "{mcp_server.url}", allowed_tools = ["add"], \
+headers_env = {{ Authorization = "CALC_MCP_AUTH" }} }},
+]
+"""
+    srv = start_server(workdir, config, extra_env={"CALC_MCP_AUTH": CALC_AUTH})
     yield srv
     srv.stop()
 
@@ -137,6 +173,9 @@ def test_native_door_runs_the_tool_loop_and_answers_buffered(
     assert turns[1].body["messages"][-1] == {"role": "tool", "tool_call_id": "call_0", "content": "sum=5"}
     record = httpx.get(f"{server.base_url}/api/v1/generations/{answer['id']}", headers=server.headers).json()
     assert record["status"] == "completed" and record["usage"]["total_tokens"] == 36
+    [made] = record["mcp_calls"]  # what was called, how big, how long: never the arguments or the output
+    assert (made["server_label"], made["name"], made["arguments_bytes"], made["error"]) == ("calc", "add", 16, None)
+    assert 0 < made["duration_ms"] < 10_000 and "sum=5" not in str(record["mcp_calls"])
     assert secret not in server.log() and secret not in r.text  # the client's MCP headers stay secret
 
 
@@ -242,3 +281,61 @@ def test_a_server_killed_mid_loop_gives_a_clear_error_and_a_final_record(
     assert "MCP server 'calc'" in call["error"] and "crash" in call["error"]
     record = httpx.get(f"{server.base_url}/api/v1/generations/{answer['id']}", headers=server.headers).json()
     assert record["status"] == "completed" and record["duration_ms"] is not None
+    assert [(c["name"], "crash" in c["error"]) for c in record["mcp_calls"]] == [("crash", True)]
+
+
+def test_a_model_with_server_tools_answers_chat_completions_buffered(
+    server: ServerProcess, upstream: OpenAIUpstream
+) -> None:
+    """CONTRACT §6 reason `server_tools`: the catalog model declares the MCP server; a plain chat
+    completion runs the loop and answers one `chat.completion`, even for `stream: true`."""
+    before = len(upstream.for_model("mcp-agent"))
+    body = {"model": "m/tools", "messages": [{"role": "user", "content": "call add"}], "stream": True}
+    r = _post(server, CHAT, body)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    assert (r.headers["x-kendr-stream-mode"], r.headers["x-kendr-buffered-reason"]) == ("buffered", "server_tools")
+    answer = r.json()
+    assert answer["object"] == "chat.completion"
+    choice = answer["choices"][0]
+    assert choice["message"]["content"] == "Tool said: sum=5" and "tool_calls" not in choice["message"]
+    assert choice["finish_reason"] == "stop"
+    [call] = answer["mcp_calls"]
+    assert (call["server_label"], call["name"], call["output"], call["error"]) == ("calc", "add", "sum=5", None)
+    assert answer["usage"]["prompt_tokens"] == 22  # both model turns
+    turns = upstream.for_model("mcp-agent")[before:]
+    assert [t["function"]["name"] for t in turns[0].body["tools"]] == ["add"]  # allowed_tools
+    gid = r.headers["x-generation-id"]
+    record = httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers).json()
+    assert record["status"] == "completed" and [c["name"] for c in record["mcp_calls"]] == ["add"]
+    sdk = openai.OpenAI(base_url=server.base_url + "/v1", api_key=server.key, max_retries=0)
+    completion = sdk.chat.completions.create(model="m/tools", messages=[{"role": "user", "content": "call add"}])
+    assert completion.choices[0].message.content == "Tool said: sum=5"
+    assert CALC_AUTH not in server.log() and CALC_AUTH not in r.text
+
+
+def test_the_seed_client_picks_its_parser_by_content_type(
+    server: ServerProcess, mcp_server: McpProcess, tmp_path: Path
+) -> None:
+    """Seed 000 in JavaScript: the same fetch code reads a buffered MCP answer as JSON and a streamed
+    answer as SSE, told apart by Content-Type alone; both end with the native `done` result."""
+    node = shutil.which("node")
+    assert node is not None, "node is required (Debian's nodejs); this test never skips"
+    script = tmp_path / "seed_parser.mjs"
+    script.write_text(SEED_PARSER_JS)
+
+    def run(body: dict[str, object]) -> dict[str, object]:
+        out = subprocess.run(
+            [node, str(script), server.base_url + NATIVE, server.key, orjson.dumps(body).decode()],
+            capture_output=True,
+            timeout=60,
+            check=True,
+        )
+        return dict(orjson.loads(out.stdout))
+
+    buffered = run({"model": "m/agent", "input": "call add", "tools": [_tool(mcp_server.url)]})
+    assert (buffered["parser"], buffered["mode"], buffered["reason"]) == ("json", "buffered", "custom_mcp")
+    assert buffered["done"]["output_text"] == "Tool said: sum=5"  # type: ignore[index]
+    streamed = run({"model": "m/text", "input": "hello"})
+    assert (streamed["parser"], streamed["mode"]) == ("sse", "streamed")
+    assert streamed["done"]["status"] == "completed"  # type: ignore[index]

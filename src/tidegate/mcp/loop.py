@@ -99,9 +99,10 @@ def _arguments(text: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-async def run_loop(gen: Generation, servers: McpServers, max_turns: int) -> LoopResult:
-    """Turns until the model answers (see the module's rule); `result.failure` set when a turn failed."""
-    result = LoopResult(items=list_tools_items(gen.id, servers))
+async def run_loop(gen: Generation, servers: McpServers, max_turns: int, result: LoopResult) -> LoopResult:
+    """Turns until the model answers (see the module's rule); `result.failure` set when a turn failed.
+    `result` is filled as the loop goes, so that the calls made before a failure are still known."""
+    result.items = list_tools_items(gen.id, servers)
     request = gen.request
     for turn in range(max_turns):
         if turn:

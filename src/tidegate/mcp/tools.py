@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InvalidRequest, quote
+from ..config import ModelConfig
+from ..errors import InvalidRequest, UpstreamError, quote
 
 MCP_FIELDS = frozenset(
     {"type", "server_label", "server_url", "headers", "allowed_tools", "require_approval", "server_description"}
@@ -78,3 +80,23 @@ def split_tools(body: Any) -> tuple[dict[str, Any], list[McpServerSpec]]:
     if others:
         rest["tools"] = others
     return rest, specs
+
+
+def server_tool_specs(model: ModelConfig) -> list[McpServerSpec]:
+    """A model's `server_tools` as servers to call, their header values read from the environment now
+    (a variable that is not set fails the request, naming the variable, never a value)."""
+    specs: list[McpServerSpec] = []
+    for tool in model.server_tools:
+        headers: dict[str, str] = {}
+        for name, var in tool.headers_env.items():
+            value = os.environ.get(var)
+            if not value:
+                raise UpstreamError(
+                    f"model {model.id!r}: MCP server {tool.server_label!r} needs header {name!r} from the "
+                    f"environment variable {var}, which is not set",
+                    code="mcp_server_error",
+                )
+            headers[name] = value
+        allowed = frozenset(tool.allowed_tools) if tool.allowed_tools is not None else None
+        specs.append(McpServerSpec(tool.server_label, tool.server_url, headers, allowed))
+    return specs

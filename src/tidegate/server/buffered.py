@@ -1,6 +1,7 @@
-"""Buffered answers (CONTRACT §6, §13): a request with MCP tools runs the gateway's tool loop and
-answers one JSON body, `X-Kendr-Stream-Mode: buffered` + `X-Kendr-Buffered-Reason: custom_mcp`,
-even for `stream: true`. Idempotency, the record and cancellation are the ones of every generation.
+"""Buffered answers (CONTRACT §6, §13): a request with MCP tools (or a chat completion of a model with
+`server_tools`) runs the gateway's tool loop and answers one JSON body, `X-Kendr-Stream-Mode: buffered`
++ `X-Kendr-Buffered-Reason: custom_mcp` (or `server_tools`), even for `stream: true`. Idempotency, the record and
+cancellation are the ones of every generation.
 """
 
 from __future__ import annotations
@@ -19,16 +20,20 @@ from ..mcp.client import McpFailure, McpServers
 from ..mcp.guard import check_server_url
 from ..mcp.loop import LoopResult, run_loop
 from ..mcp.tools import McpServerSpec
+from ..request import GenerationRequest
 from ..store.base import ApiKey
 from .door import as_error, open_generation, provider_headers, running
 from .http import Request
-from .responses_request import ResponsesRequest
 from .state import AppState
 
 log = logging.getLogger("tidegate.mcp")
-BUFFERED_MCP = {"x-kendr-stream-mode": "buffered", "x-kendr-buffered-reason": "custom_mcp"}
-# (the generation, the parsed request, the loop's result) → the door's JSON answer
-Render = Callable[[Generation, ResponsesRequest, LoopResult], dict[str, Any]]
+# (the generation, the loop's result) → the door's JSON answer
+Render = Callable[[Generation, LoopResult], dict[str, Any]]
+
+
+def buffered_headers(reason: str) -> dict[str, str]:
+    """`custom_mcp` (the request's MCP tools) or `server_tools` (the model's, CONTRACT §6)."""
+    return {"x-kendr-stream-mode": "buffered", "x-kendr-buffered-reason": reason}
 
 
 async def serve_mcp(
@@ -38,15 +43,19 @@ async def serve_mcp(
     *,
     door: str,
     body: Any,
-    parsed: ResponsesRequest,
+    request: GenerationRequest,
     specs: list[McpServerSpec],
     render: Render,
+    reason: str = "custom_mcp",
 ) -> None:
     config = state.config.mcp
     for i, spec in enumerate(specs):  # before anything starts: a refused server stores nothing
         await check_server_url(spec.url, config.allowed_hosts, f"tools[{i}].server_url")
-    parsed.request.stream = False  # every model turn is read whole
-    parsed.tools = [*parsed.tools, *(s.echo() for s in specs)]
+    request.stream = False  # every model turn is read whole
+    # each turn adds the MCP tools and the calls' results: the client's body as sent (what an OpenAI
+    # passthrough forwards) no longer says what a turn asks, so every kind builds it from the request
+    request.raw_body = {}
+    buffered = buffered_headers(reason)
     assert req.generation_id is not None
     generation_id = req.generation_id
 
@@ -55,7 +64,7 @@ async def serve_mcp(
             generation_id=generation_id,
             door=door,
             key=key,
-            request=parsed.request,
+            request=request,
             model_type="chat",
             idempotency_key=idem,
             request_hash=rhash,
@@ -66,37 +75,43 @@ async def serve_mcp(
         return
     async with running(req, state, gen):  # the lifetime every generation door shares (door.py)
         try:
-            await _run(req, state, gen, parsed, specs, render)
+            await _run(req, state, gen, specs, render, buffered)
         except Exception:
             log.exception("generation %s: the MCP loop failed", gen.id)
             if not req.started:
                 await req.respond_error(UpstreamError("the gateway failed to finish this answer"))
 
 
-async def _fail(req: Request, gen: Generation, error: TidegateError, extra: dict[str, str]) -> None:
+async def _fail(req: Request, gen: Generation, error: TidegateError, headers: dict[str, str]) -> None:
     await gen.fail({"code": error.error_code, "message": error.message})
-    await req.respond_error(error, {**extra, **BUFFERED_MCP})
+    await req.respond_error(error, headers)
 
 
 async def _run(
-    req: Request, state: AppState, gen: Generation, parsed: ResponsesRequest, specs: list[McpServerSpec], render: Render
+    req: Request,
+    state: AppState,
+    gen: Generation,
+    specs: list[McpServerSpec],
+    render: Render,
+    buffered: dict[str, str],
 ) -> None:
     config = state.config.mcp
     result = LoopResult()
+    gen.recorder.record.mcp_calls = result.calls  # filled as calls are made: in the record however it ends
     try:
         async with asyncio.timeout(config.deadline_s):
             async with McpServers(specs, config.call_timeout_s) as servers:
                 gen.request.tools = [*(gen.request.tools or []), *(t.chat_tool() for t in servers.tools.values())]
-                result = await run_loop(gen, servers, config.max_turns)
+                await run_loop(gen, servers, config.max_turns, result)
     except McpFailure as exc:
-        await _fail(req, gen, UpstreamError(str(exc), code="mcp_server_error"), {})
+        await _fail(req, gen, UpstreamError(str(exc), code="mcp_server_error"), buffered)
         return
     except TimeoutError:
         message = f"the MCP tool loop did not finish within [mcp] deadline_s = {config.deadline_s:g} s"
-        await _fail(req, gen, UpstreamTimeout(message), {})
+        await _fail(req, gen, UpstreamTimeout(message), buffered)
         return
     except TidegateError as exc:  # no route could serve a model turn (503, 502, 504 ...)
-        await _fail(req, gen, exc, {"x-provider-attempts": str(gen.relay.attempts)})
+        await _fail(req, gen, exc, {"x-provider-attempts": str(gen.relay.attempts), **buffered})
         return
     for call in result.calls:  # what was called, how big and how long: never the arguments themselves
         log.info(
@@ -112,12 +127,12 @@ async def _run(
     if result.failure is not None or result.committed is None:
         failure = result.failure or Failed("upstream_error", "the upstream sent nothing")
         await gen.fail(failure)
-        await req.respond_error(as_error(failure), {**headers, **BUFFERED_MCP})
+        await req.respond_error(as_error(failure), {**headers, **buffered})
         return
     if result.usage is not None:
         gen.recorder.observe(result.usage)
     await gen.recorder.estimate_off_loop()
-    answer = orjson.dumps(render(gen, parsed, result))
+    answer = orjson.dumps(render(gen, result))
     gen.recorder.log_json(answer)
     await gen.complete()
-    await req.respond_bytes(200, answer, "application/json", {**headers, **BUFFERED_MCP})
+    await req.respond_bytes(200, answer, "application/json", {**headers, **buffered})

@@ -1,14 +1,19 @@
-"""`POST /v1/chat/completions`: validate, then chunks (CONTRACT §3, §4) or one `chat.completion`."""
+"""`POST /v1/chat/completions`: validate, then chunks (CONTRACT §3, §4) or one `chat.completion`; a
+model with `server_tools` runs the gateway's MCP tool loop and answers buffered (server/buffered.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ..commit import Committed
-from ..events import Event, Failed
+from ..events import Event, Failed, ToolCallDelta
 from ..gateway.generation import Generation
+from ..mcp.loop import LoopResult
+from ..mcp.tools import server_tool_specs
 from ..render.chat import ChatCompletionBuilder, ChatStreamRenderer
 from ..store.base import ApiKey
+from .buffered import serve_mcp
 from .chat_request import parse_chat_request
 from .door import BuiltJson, DoorSpec, serve_generation
 from .http import Request
@@ -47,13 +52,47 @@ def _chat_json(gen: Generation) -> BuiltJson:
     return BuiltJson(gen, builder)
 
 
+def _chat_mcp_answer(gen: Generation, result: LoopResult) -> dict[str, Any]:
+    """The buffered `chat.completion` of a `server_tools` loop: the final turn's message, with the calls
+    the gateway ran in `mcp_calls` (tidegate's extension) and never as `tool_calls` the client would run."""
+    builder = ChatCompletionBuilder(generation_id=gen.id, public_model=gen.request.model, created=gen.created)
+    served = {t["name"] for item in result.items if item["type"] == "mcp_list_tools" for t in item["tools"]}
+    hidden: set[int] = set()
+    for event in result.final_events:
+        if isinstance(event, ToolCallDelta) and (event.index in hidden or event.name in served):
+            hidden.add(event.index)  # the last turn's calls to MCP tools, left unrun by the turn limit
+            continue
+        builder.add(event)
+    answer = builder.build(gen.recorder.final_usage())
+    if hidden and not builder.tool_calls:  # the turn limit cut the loop: the answer is not complete
+        answer["choices"][0]["finish_reason"] = "length"
+    answer["mcp_calls"] = [item for item in result.items if item["type"] == "mcp_call"]
+    return answer
+
+
 async def chat_completions(req: Request, state: AppState, key: ApiKey) -> None:
     body = await req.json(state.config.server.max_body_bytes)
+    request = parse_chat_request(body)
+    model = state.config.models.get(request.model)
+    if model is not None and model.server_tools:
+        specs = server_tool_specs(model)
+        await serve_mcp(
+            req,
+            state,
+            key,
+            door="chat",
+            body=body,
+            request=request,
+            specs=specs,
+            render=_chat_mcp_answer,
+            reason="server_tools",
+        )
+        return
     spec = DoorSpec(
         door="chat",
         model_type="chat",
         body=body,
-        request=parse_chat_request(body),
+        request=request,
         make_stream=_ChatStream,
         make_json=_chat_json,
     )

@@ -93,7 +93,17 @@ async def native_responses(req: Request, state: AppState, key: ApiKey) -> None:
     rest, mcp_servers = split_tools(body)
     parsed = parse_native_request(rest)
     if mcp_servers:
-        await serve_mcp(req, state, key, door="native", body=body, parsed=parsed, specs=mcp_servers, render=_mcp_answer)
+        parsed.tools = [*parsed.tools, *(s.echo() for s in mcp_servers)]  # the answer repeats them, headers left out
+        await serve_mcp(
+            req,
+            state,
+            key,
+            door="native",
+            body=body,
+            request=parsed.request,
+            specs=mcp_servers,
+            render=lambda gen, result: _mcp_answer(gen, parsed, result),
+        )
         return
     spec = DoorSpec(
         door="native",

@@ -64,8 +64,16 @@ async def responses(req: Request, state: AppState, key: ApiKey) -> None:
     rest, mcp_servers = split_tools(body)
     parsed = parse_responses_request(rest)
     if mcp_servers:
+        parsed.tools = [*parsed.tools, *(s.echo() for s in mcp_servers)]  # the answer repeats them, headers left out
         await serve_mcp(
-            req, state, key, door="responses", body=body, parsed=parsed, specs=mcp_servers, render=_mcp_answer
+            req,
+            state,
+            key,
+            door="responses",
+            body=body,
+            request=parsed.request,
+            specs=mcp_servers,
+            render=lambda gen, result: _mcp_answer(gen, parsed, result),
         )
         return
     spec = DoorSpec(

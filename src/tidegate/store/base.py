@@ -154,6 +154,8 @@ class GenerationRecord:
     duration_ms: float | None = None
     owner: str = ""  # the gateway instance (process start) running it; its lease keeps the record alive
     route_reason: str | None = None  # why these routes, in this order (CONTRACT §12); written once at begin
+    # buffered MCP generations: each call's server, tool, arguments size, duration and error (§13)
+    mcp_calls: list[dict[str, Any]] | None = None
 
     def public(self) -> dict[str, Any]:
         """The JSON of `GET /api/v1/generations/{id}` (CONTRACT §7)."""
@@ -174,6 +176,7 @@ class GenerationRecord:
             "ttft_ms": self.ttft_ms,
             "duration_ms": self.duration_ms,
             "route_reason": self.route_reason,
+            **({"mcp_calls": self.mcp_calls} if self.mcp_calls is not None else {}),
         }
 
 

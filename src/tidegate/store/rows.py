@@ -10,22 +10,22 @@ from .base import ApiKey, GenerationRecord, usage_dict, usage_from_dict
 
 GEN_COLUMNS = (
     "id, key_id, model, door, created_at, status, idempotency_key, request_hash, provider, served_model, "
-    "attempts, finish_reason, usage, usage_estimated, cost, output_text, error, ttft_ms, duration_ms, owner, "
-    "route_reason"
+    "attempts, finish_reason, usage, usage_estimated, cost, output_text, error, ttft_ms, duration_ms, mcp_calls, "
+    "owner, route_reason"
 )
-GEN_COUNT = 21
+GEN_COUNT = 22
 KEY_COLUMNS = "id, name, secret_hash, created_at, credits, spent, revoked, settings, period_start"
 # What a generation's final update may change: its identity (key, model, door, creation time, request hash,
 # idempotency key, owner) is written once. Leaving those out of the UPDATE matters in SQLite: every
 # column named in SET rewrites the index entries over it (`created_at`) even when the value is equal.
 FINAL_COLUMNS = (
     "status, provider, served_model, attempts, finish_reason, usage, usage_estimated, cost, output_text, "
-    "error, ttft_ms, duration_ms"
+    "error, ttft_ms, duration_ms, mcp_calls"
 )
 
 
 def _outcome(r: GenerationRecord) -> tuple[Any, ...]:
-    """The record's FINAL_COLUMNS values; `usage` and `error` as JSON text."""
+    """The record's FINAL_COLUMNS values; `usage`, `error` and `mcp_calls` as JSON text."""
     return (
         r.status,
         r.provider,
@@ -39,6 +39,7 @@ def _outcome(r: GenerationRecord) -> tuple[Any, ...]:
         orjson.dumps(r.error).decode() if r.error is not None else None,
         r.ttft_ms,
         r.duration_ms,
+        orjson.dumps(r.mcp_calls).decode() if r.mcp_calls is not None else None,
     )
 
 
@@ -86,8 +87,9 @@ def record_from_row(row: Any) -> GenerationRecord:
         error=orjson.loads(row[16]) if row[16] else None,
         ttft_ms=row[17],
         duration_ms=row[18],
-        owner=row[19],
-        route_reason=row[20],
+        mcp_calls=orjson.loads(row[19]) if row[19] else None,
+        owner=row[20],
+        route_reason=row[21],
     )
 
 

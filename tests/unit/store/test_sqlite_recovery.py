@@ -71,6 +71,7 @@ async def test_a_database_from_before_loses_its_dropped_indexes_and_its_running_
         db.execute("DROP TABLE instance_starts")
         db.execute("DROP TABLE leases")
         db.execute("ALTER TABLE generations DROP COLUMN route_reason")  # 0005_routing came after them
+        db.execute("ALTER TABLE generations DROP COLUMN mcp_calls")  # and 0007_mcp_calls
         db.execute("DROP TABLE reservations")  # and 0006_keys
         for column in ("settings", "period_start", "rpm_tat", "tpm_tat"):
             db.execute(f"ALTER TABLE api_keys DROP COLUMN {column}")
