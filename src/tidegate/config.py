@@ -14,7 +14,7 @@ from typing import Annotated, Literal, get_args
 
 from msgspec import Meta, Struct
 
-ProviderKind = Literal["openai", "anthropic", "bedrock", "vertex", "local"]
+ProviderKind = Literal["openai", "anthropic", "bedrock", "vertex", "gemini", "local"]
 PROVIDER_KINDS: tuple[str, ...] = get_args(ProviderKind)
 ModelType = Literal["chat", "embedding", "image", "router"]
 Strategy = Literal["ordered", "weighted", "least_latency", "least_busy"]
@@ -152,9 +152,14 @@ class ProviderConfig(Struct, frozen=True, forbid_unknown_fields=True):
     name: Annotated[str, doc("(the table's name; not a key)")] = ""
     base_url: Annotated[
         str | None,
-        doc("upstream base URL: openai (required, includes `/v1`), anthropic (bare host), vertex (includes `/v1`)"),
+        doc(
+            "upstream base URL: openai (required, includes `/v1`), anthropic (bare host), vertex and gemini "
+            "(include the version: `/v1`, Google AI's `/v1beta`)"
+        ),
     ] = None
-    api_key_env: Annotated[str | None, doc("openai, anthropic: the environment variable holding the API key")] = None
+    api_key_env: Annotated[
+        str | None, doc("openai, anthropic, gemini (Google AI): the environment variable holding the API key")
+    ] = None
     region: Annotated[
         str | None,
         doc(
@@ -173,7 +178,9 @@ class ProviderConfig(Struct, frozen=True, forbid_unknown_fields=True):
         str | None,
         doc("bedrock: bare host override (the adapter adds `/model/{id}/invoke-with-response-stream`)"),
     ] = None
-    project: Annotated[str | None, doc("vertex: GCP project (else the ADC default)")] = None
+    project: Annotated[
+        str | None, doc("vertex: GCP project (else the ADC default); gemini: set, the provider is Gemini on Vertex AI")
+    ] = None
     access_token_env: Annotated[str | None, doc("vertex: a static OAuth token variable instead of google-auth ADC")] = (
         None
     )

@@ -33,6 +33,7 @@ _REQUIRED_BY_KIND: dict[str, tuple[str, ...]] = {
     "anthropic": (),
     "bedrock": ("region",),
     "vertex": ("region",),
+    "gemini": (),
     "local": (),
 }
 _ROUTER_ONLY = ("candidates", "policy", "balanced_within_pct")

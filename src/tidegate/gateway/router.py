@@ -41,6 +41,10 @@ def build_provider(config: ProviderConfig, connect_timeout_s: float = 10.0) -> C
         from ..providers.vertex import vertex_provider
 
         return vertex_provider(config, connect_timeout_s)
+    if config.kind == "gemini":
+        from ..providers.gemini import gemini_provider
+
+        return gemini_provider(config, connect_timeout_s)
     raise NoProviderAvailable(f"provider kind {config.kind!r} is not available in this build")
 
 

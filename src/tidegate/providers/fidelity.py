@@ -9,6 +9,7 @@ The table is the one place this is decided: the relay asks `refused_field` befor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..request import GenerationRequest
@@ -74,6 +75,20 @@ FIDELITY: dict[str, dict[str, str]] = {
     "anthropic": _ANTHROPIC,
     "bedrock": _ANTHROPIC,
     "vertex": _ANTHROPIC,
+    "gemini": {
+        "max_tokens": TRANSLATED,
+        "max_completion_tokens": TRANSLATED,
+        "temperature": TRANSLATED,
+        "top_p": TRANSLATED,
+        "stop": TRANSLATED,
+        "seed": TRANSLATED,
+        "tools": TRANSLATED,
+        "tool_choice": TRANSLATED,
+        "parallel_tool_calls": TRANSLATED,
+        "response_format": TRANSLATED,
+        "reasoning": TRANSLATED,
+        "reasoning_effort": TRANSLATED,
+    },
     "local": {
         "max_tokens": TRANSLATED,
         "max_completion_tokens": TRANSLATED,
@@ -133,19 +148,32 @@ def _cache_markers(request: GenerationRequest) -> bool:
     return any(isinstance(t, dict) and "cache_control" in t for t in request.tools or ())
 
 
+def _serial_calls(request: GenerationRequest) -> bool:
+    """`parallel_tool_calls: false`: Gemini has no switch for it."""
+    return request.parallel_tool_calls is False and bool(request.tools)
+
+
 # what some requests still cannot be served with, per kind: (the field named in the refusal, the check)
-_CONDITIONS: dict[str, tuple[str, Any]] = {
-    "anthropic": ("response_format", _anthropic_json_refused),
-    "bedrock": ("response_format", _anthropic_json_refused),
-    "vertex": ("response_format", _anthropic_json_refused),
-    "local": ("cache_control", _cache_markers),
+_CONDITIONS: dict[str, tuple[tuple[str, Callable[[GenerationRequest], bool]], ...]] = {
+    "anthropic": (("response_format", _anthropic_json_refused),),
+    "bedrock": (("response_format", _anthropic_json_refused),),
+    "vertex": (("response_format", _anthropic_json_refused),),
+    "gemini": (("cache_control", _cache_markers), ("parallel_tool_calls", _serial_calls)),
+    "local": (("cache_control", _cache_markers),),
 }
+_NOTED = {(field, kind) for kind, checks in _CONDITIONS.items() for field, _ in checks if field in ("response_format",)}
 NOTES = {
     "response_format": "on `anthropic`, `bedrock` and `vertex`: `json_object` and `json_schema` become one "
     "forced tool (`json_answer`) whose input schema is the client's; its input streams back as the message's "
     "content and the finish reason is `stop`. Refused beside `tools`, with thinking on, or with a schema whose "
     "root is not an object.",
 }
+GEMINI_NOTES = (
+    "On `gemini`, `response_format` is `responseMimeType: application/json` (with `responseJsonSchema` for",
+    "`json_schema`), reasoning is a `thinkingConfig` budget with thought summaries, `tool_choice` is",
+    "`functionCallingConfig` (`required` and a named function: `ANY`), and `parallel_tool_calls: false`",
+    "is refused (Gemini has no such switch).",
+)
 
 
 def refused_field(kind: str, request: GenerationRequest) -> str | None:
@@ -153,9 +181,9 @@ def refused_field(kind: str, request: GenerationRequest) -> str | None:
     table = FIDELITY.get(kind)
     if table is None or kind == "openai":
         return None
-    condition = _CONDITIONS.get(kind)
-    if condition is not None and condition[1](request):
-        return str(condition[0])
+    for field, refused in _CONDITIONS.get(kind, ()):
+        if refused(request):
+            return field
     for name, value in _sent(request).items():
         if value is None or value is False or name in GATEWAY_FIELDS:
             continue
@@ -190,17 +218,19 @@ def table_markdown() -> str:
         "|---|" + "---|" * len(kinds),
     ]
     for name in CHAT_FIELDS:
-        cells = [FIDELITY[k].get(name, REFUSED) + ("¹" if _CONDITIONS.get(k, ("",))[0] == name else "") for k in kinds]
+        cells = [FIDELITY[k].get(name, REFUSED) + ("¹" if (name, k) in _NOTED else "") for k in kinds]
         lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
     lines.append("")
     lines.extend(f"¹ `{name}` {note}" for name, note in NOTES.items())
     lines += [
         "",
+        *GEMINI_NOTES,
+        "",
         "## Inside messages and tools",
         "",
         "`cache_control` (a prompt-cache breakpoint, `{type: ephemeral, ttl?: 5m | 1h}`, on a content part or",
         "a tool, as OpenRouter and LiteLLM accept it) is passed on to `anthropic`, `bedrock` and `vertex` as",
-        "sent, forwarded untouched to `openai`, and refused on `local`. Cache reads come back as",
+        "sent, forwarded untouched to `openai`, and refused on `gemini` and `local`. Cache reads come back as",
         "`usage.prompt_tokens_details.cached_tokens` and cache writes as `cache_write_tokens` beside it",
         "(tidegate's extension; the Responses API's `input_tokens_details` has both); both are part of",
         "`prompt_tokens`, and the record prices them at the model's `pricing.cache_read` and",

@@ -73,7 +73,7 @@ def vertex_failure(status: int, headers: dict[str, str], body: bytes, who: str) 
     )
 
 
-class _GoogleToken:
+class GoogleToken:
     """ADC credentials; `refresh` (blocking HTTP) always runs in a worker thread."""
 
     def __init__(self) -> None:
@@ -109,7 +109,7 @@ class VertexAdapter:
         self.config = config
         self.region = config.region or "global"
         self.base_url = (config.base_url or vertex_base_url(self.region)).rstrip("/")
-        self._adc = _GoogleToken() if not config.access_token_env else None
+        self._adc = GoogleToken() if not config.access_token_env else None
 
     def url_for(self, project: str, served_model: str) -> str:
         return (

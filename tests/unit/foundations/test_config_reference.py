@@ -70,7 +70,7 @@ def test_the_embedded_default_fits_the_schema() -> None:
         ({"server": {"port": 70000}}, "server.port: must be <= 65535, got 70000"),
         (
             {"providers": {"p": {"kind": "nope"}}},
-            "providers.p.kind: must be one of anthropic, bedrock, local, openai, vertex",
+            "providers.p.kind: must be one of anthropic, bedrock, gemini, local, openai, vertex",
         ),
         ({"providers": {"p": {}}}, "providers.p.kind: required"),
         ({"providers": {"p": {"kind": "local", "n_threads": 0}}}, "providers.p.n_threads: must be >= 1, got 0"),

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from tidegate.events import Event
 from tidegate.providers.anthropic import AnthropicSSEDecoder
 from tidegate.providers.bedrock import BedrockStreamDecoder
+from tidegate.providers.gemini import GeminiEventDecoder
 from tidegate.providers.openai import OpenAIDecoder
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -65,6 +66,21 @@ ANTHROPIC_PIECES = [
 ]
 
 
+GEMINI_PIECES = [
+    b"data: ",
+    b"\r\n\r\n",
+    b"\n\n",
+    b'{"candidates":[{"content":{"parts":[{"text":"Hi"}],"role":"model"},"index":0}],"modelVersion":"g"}',
+    b'{"candidates":[{"content":{"parts":[{"text":"t","thought":true}]}}]}',
+    b'{"candidates":[{"content":{"parts":[{"functionCall":{"name":"f","args":{"a":1}}}]},"finishReason":"STOP"}]}',
+    b'{"candidates":[{"finishReason":"SAFETY"}],"usageMetadata":{"promptTokenCount":3,"thoughtsTokenCount":2}}',
+    b'{"promptFeedback":{"blockReason":"SAFETY"}}',
+    b'{"error":{"code":429,"message":"busy","status":"RESOURCE_EXHAUSTED"}}',
+    b"\xc3",
+    b"[",
+]
+
+
 def _pieces(pieces: list[bytes]) -> st.SearchStrategy[bytes]:
     """Streams near the real format (its own fragments in any order) and plain noise."""
     near = st.lists(st.one_of(st.sampled_from(pieces), st.binary(max_size=12)), max_size=40).map(b"".join)
@@ -104,6 +120,12 @@ def test_openai_decoder_any_input_any_split(data: bytes, cuts: list[int]) -> Non
 @given(data=_pieces(ANTHROPIC_PIECES), cuts=st.lists(st.integers(0, 700), max_size=8))
 def test_anthropic_decoder_any_input_any_split(data: bytes, cuts: list[int]) -> None:
     _check(lambda: AnthropicSSEDecoder("p", "m"), data, cuts)
+
+
+@FUZZ
+@given(data=_pieces(GEMINI_PIECES), cuts=st.lists(st.integers(0, 700), max_size=8))
+def test_gemini_decoder_any_input_any_split(data: bytes, cuts: list[int]) -> None:
+    _check(lambda: GeminiEventDecoder("p", "m"), data, cuts)
 
 
 def _frame(payload: bytes, headers: dict[str, str]) -> bytes:
