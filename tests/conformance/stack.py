@@ -20,11 +20,14 @@ from typing import Any
 import httpx
 
 from emulators.anthropic_upstream import AnthropicFamilyEmulator
+from emulators.gemini_upstream import GeminiEmulator
 from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from helpers import ServerProcess, sqlite_url, start_server
 
+# the fault matrix, the seed loops and the JS loop run over REMOTE_KINDS; the conformance suite runs
+# over ALL_KINDS, Gemini included (its emulator plays the conformance scenarios, not the faults)
 REMOTE_KINDS = ("openai", "anthropic", "bedrock", "vertex")
-ALL_KINDS = (*REMOTE_KINDS, "local")
+ALL_KINDS = (*REMOTE_KINDS, "gemini", "local")
 
 # provider entry name per kind (the `-b` twin is the same upstream under another name)
 PROVIDER = {
@@ -32,12 +35,14 @@ PROVIDER = {
     "anthropic": "claude",
     "bedrock": "claude-bedrock",
     "vertex": "claude-vertex",
+    "gemini": "gemini",
     "local": "local",
 }
 _BASE_MODEL = {
     "anthropic": "claude-emu",
     "bedrock": "anthropic.claude-emu-v1:0",
     "vertex": "claude-emu@20250101",
+    "gemini": "gemini-emu",
 }
 LOCAL_MODEL = "smollm2-135m-instruct"
 
@@ -84,6 +89,7 @@ class Stack:
     server: ServerProcess
     oai: OpenAIUpstream
     anthropic: AnthropicFamilyEmulator
+    gemini: GeminiEmulator
 
     @property
     def chat_url(self) -> str:
@@ -93,6 +99,8 @@ class Stack:
         """The scenarios the upstream of `kind` played for requests whose body contains `mark`."""
         if kind == "openai":
             return [r.scenario for r in list(self.oai.requests) if mark in repr(r.body)]
+        if kind == "gemini":
+            return [r.scenario for r in list(self.gemini.requests) if mark in repr(r.body)]
         return [r.scenario for r in list(self.anthropic.requests) if r.dialect == kind and mark in repr(r.body)]
 
     def record(self, gid: str, until: str | None = None, timeout: float = 5.0) -> dict[str, Any]:
@@ -108,9 +116,16 @@ class Stack:
             time.sleep(0.05)
 
 
-def _providers(oai: OpenAIUpstream, emu: AnthropicFamilyEmulator, idle: float | None) -> dict[str, dict[str, Any]]:
+def _providers(
+    oai: OpenAIUpstream, emu: AnthropicFamilyEmulator, gemini: GeminiEmulator, idle: float | None
+) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for twin in ("", "-b"):
+        out["gemini" + twin] = {
+            "kind": "gemini",
+            "base_url": gemini.base_url + "/v1beta",
+            "api_key_env": "EMU_GEMINI_KEY",
+        }
         out["oai" + twin] = {"kind": "openai", "base_url": oai.base_url}
         out["claude" + twin] = {"kind": "anthropic", "base_url": emu.base_url, "api_key_env": "EMU_ANTHROPIC_KEY"}
         out["claude-bedrock" + twin] = {"kind": "bedrock", "region": emu.region, "endpoint_url": emu.base_url}
@@ -128,9 +143,10 @@ def _providers(oai: OpenAIUpstream, emu: AnthropicFamilyEmulator, idle: float | 
     return out
 
 
-def _env(emu: AnthropicFamilyEmulator, workdir: Path) -> dict[str, str]:
+def _env(emu: AnthropicFamilyEmulator, gemini: GeminiEmulator, workdir: Path) -> dict[str, str]:
     assert emu.aws.token is not None
     return {
+        "EMU_GEMINI_KEY": gemini.api_key,
         "EMU_ANTHROPIC_KEY": emu.api_key,
         "EMU_VERTEX_TOKEN": emu.vertex_token,
         "AWS_ACCESS_KEY_ID": emu.aws.access_key,
@@ -152,19 +168,21 @@ def running_stack(
     """Both emulators and a tidegate serving `models` (public id → routes from `route(...)`)."""
     oai = OpenAIUpstream().start()
     emu = AnthropicFamilyEmulator().start()
+    gemini = GeminiEmulator().__enter__()
     srv: ServerProcess | None = None
     try:
         settings = server or {}
-        providers = _providers(oai, emu, settings.get("upstream_idle_timeout_s"))
+        providers = _providers(oai, emu, gemini, settings.get("upstream_idle_timeout_s"))
         config = tidegate_toml(sqlite_url(workdir), providers, models, server=settings)
-        srv = start_server(workdir, config, extra_env=_env(emu, workdir))
-        yield Stack(srv, oai, emu)
+        srv = start_server(workdir, config, extra_env=_env(emu, gemini, workdir))
+        yield Stack(srv, oai, emu, gemini)
     finally:
         if srv is not None:
             srv.stop()
             log = srv.log()
             assert emu.aws.token is not None
-            for secret in (emu.api_key, emu.vertex_token, emu.aws.secret_key, emu.aws.token):
+            for secret in (emu.api_key, emu.vertex_token, emu.aws.secret_key, emu.aws.token, gemini.api_key):
                 assert secret not in log, "a credential reached the server log"
+        gemini.__exit__()
         emu.stop()
         oai.stop()

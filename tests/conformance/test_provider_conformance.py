@@ -1,4 +1,4 @@
-"""One suite every provider kind must pass: openai (passthrough), anthropic, bedrock, vertex and local.
+"""One suite every provider kind must pass: openai (passthrough), anthropic, bedrock, vertex, gemini and local.
 
 Each case is parametrized over the five kinds behind one real tidegate server (the emulators for the
 four HTTP kinds, the real SmolLM2 model for `local`). What `local` cannot do is said here, explicitly:
@@ -16,7 +16,7 @@ from typing import Any
 import openai
 import pytest
 
-from conformance.stack import ALL_KINDS, LOCAL_MODEL, PROVIDER, REMOTE_KINDS, Stack, marker, route, running_stack
+from conformance.stack import ALL_KINDS, LOCAL_MODEL, PROVIDER, Stack, marker, route, running_stack
 from helpers import SSEResult, stream_sse
 
 # ---- what each kind's upstream answers (the emulators' scripts; `None`: the real model decides) --------
@@ -37,6 +37,7 @@ EXPECT = {
     "anthropic": _CLAUDE,
     "bedrock": _CLAUDE,
     "vertex": _CLAUDE,
+    "gemini": Expect("Hello from Gemini.", (20, 5, 25, 8), "Let me think about it.", "The answer is 4."),
     "local": Expect(None, None, "", ""),
 }
 
@@ -66,7 +67,7 @@ def _scenario(case: str, kind: str) -> str:
 
 def _models() -> dict[str, list[tuple[str, str]]]:
     models: dict[str, list[tuple[str, str]]] = {}
-    for kind in REMOTE_KINDS:
+    for kind in [k for k in ALL_KINDS if k != "local"]:
         for case in ("text", "reasoning", "tools", "error"):
             models[f"{kind}/{case}"] = [route(kind, _scenario(case, kind))]
         too_many = "http-429" if kind == "openai" else "429"

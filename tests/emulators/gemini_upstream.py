@@ -9,7 +9,8 @@ REST reference; errors in Google's `{"error": {"code", "message", "status"}}` en
   Vertex AI, checks `Authorization: Bearer`.
 
 Scenario per request: `[[name]]` in the last user turn's text, else `--name` at the end of the model
-id, else `text`. Scenarios: text, thinking, tools (two parallel calls), safety (stopped mid-answer),
+id, else `text`. Scenarios: text, thinking, tools (text, then two parallel calls), error (an error
+chunk after a partial answer), safety (stopped mid-answer),
 blocked (the prompt blocked: no candidates), truncated (no finishReason), malformed
 (MALFORMED_FUNCTION_CALL), 400/429/500 (HTTP errors before the body). Every request is recorded.
 """
@@ -26,13 +27,13 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-MODEL_VERSION = "gemini-emu-001"
 THOUGHT = "Let me think about it."
 SIGNATURE = "c2lnbmF0dXJlLWVtdQ=="
 _GOOGLE_AI = re.compile(r"^/v1beta/models/([^/:]+):streamGenerateContent$")
 _VERTEX = re.compile(
     r"^/v1/projects/([^/]+)/locations/([^/]+)/publishers/google/models/([^/:]+):streamGenerateContent$"
 )
+PAUSE = {"pause_s": 0.3}  # a script entry: the emulator waits, so what came before is read on its own
 USAGE = {"promptTokenCount": 20, "candidatesTokenCount": 5, "totalTokenCount": 25, "cachedContentTokenCount": 8}
 
 
@@ -53,13 +54,18 @@ def _chunk(
         candidate["content"] = {"parts": parts, "role": "model"}
     if finish is not None:
         candidate["finishReason"] = finish
-    data: dict[str, Any] = {"candidates": [candidate], "modelVersion": MODEL_VERSION, "responseId": "resp_emu"}
+    data: dict[str, Any] = {"candidates": [candidate], "modelVersion": "{model}", "responseId": "resp_emu"}
     if usage is not None:
         data["usageMetadata"] = usage
     return data
 
 
-def scenario_chunks(name: str) -> list[dict[str, Any]]:
+def scenario_chunks(name: str, model: str) -> list[dict[str, Any]]:
+    """The scripted chunks; `modelVersion` is the model the URL named (as the API answers)."""
+    return [orjson.loads(orjson.dumps(c).replace(b"{model}", model.encode())) for c in _script(name)]
+
+
+def _script(name: str) -> list[dict[str, Any]]:
     if name == "thinking":
         return [
             _chunk([{"text": THOUGHT, "thought": True}]),
@@ -71,7 +77,7 @@ def scenario_chunks(name: str) -> list[dict[str, Any]]:
             {"functionCall": {"name": "lookup", "args": {"q": "paris"}}},
             {"functionCall": {"name": "weather", "args": {"city": "Paris", "days": 2}}},
         ]
-        return [_chunk(calls, "STOP", USAGE)]
+        return [_chunk([{"text": "Let me check."}]), _chunk(calls, "STOP", USAGE)]
     if name == "safety":
         return [_chunk([{"text": "Partial"}]), _chunk(None, "SAFETY", USAGE)]
     if name == "blocked":
@@ -81,6 +87,9 @@ def scenario_chunks(name: str) -> list[dict[str, Any]]:
                 "usageMetadata": {"promptTokenCount": 9, "totalTokenCount": 9},
             }
         ]
+    if name == "error":  # an error sent in the stream after a partial answer
+        err = {"error": {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}}
+        return [_chunk([{"text": "Partial"}]), PAUSE, _chunk([{"text": " answer"}]), err]
     if name == "truncated":
         return [_chunk([{"text": "Partial"}])]
     if name == "malformed":
@@ -179,7 +188,10 @@ class GeminiEmulator:
             return self._error(int(scenario), gstatus, f"emulated {gstatus}")
         response = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await response.prepare(request)
-        for chunk in scenario_chunks(scenario):
+        for chunk in scenario_chunks(scenario, model):
+            if "pause_s" in chunk:
+                await asyncio.sleep(chunk["pause_s"])
+                continue
             await response.write(b"data: " + orjson.dumps(chunk) + b"\r\n\r\n")
         await response.write_eof()
         return response

@@ -14,7 +14,7 @@ import openai
 import orjson
 import pytest
 
-from emulators.gemini_upstream import MODEL_VERSION, SIGNATURE, THOUGHT, GeminiEmulator, Recorded
+from emulators.gemini_upstream import SIGNATURE, THOUGHT, GeminiEmulator, Recorded
 from helpers import ServerProcess, sqlite_url, start_server, stream_sse
 from tidegate.providers.anthropic_request import EFFORT_BUDGETS
 
@@ -153,8 +153,8 @@ def test_parallel_function_calls_and_the_loop_continuation(server: ServerProcess
     assert choice.finish_reason == "tool_calls"
     calls = choice.message.tool_calls or []
     assert [(c.function.name, c.function.arguments) for c in calls] == [  # type: ignore[union-attr]
-        ("lookup", '{"q":"paris"}'),
-        ("weather", '{"city":"Paris","days":2}'),
+        ("lookup", '{"q": "paris"}'),
+        ("weather", '{"city": "Paris", "days": 2}'),
     ]
     rec = received(emulator, mark)
     assert rec.body["tools"] == [
@@ -255,4 +255,4 @@ def test_structured_output_and_the_fields_it_cannot_honour(server: ServerProcess
 
 def test_the_served_model_is_the_upstreams_model_version(server: ServerProcess) -> None:
     r = chat_stream(server, "vertex/gemini", [{"role": "user", "content": "hi"}])
-    assert r.done and r.headers["x-served-model"] == MODEL_VERSION
+    assert r.done and r.headers["x-served-model"] == "gemini-2.5-flash"  # the upstream's modelVersion

@@ -17,6 +17,7 @@ a stream that ends without one is a failure.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -147,12 +148,12 @@ class GeminiEventDecoder:
 
     def _part(self, part: dict[str, Any]) -> list[Event]:
         out: list[Event] = []
+        signature = part.get("thoughtSignature")  # it closes the thinking before this part: it goes first
+        if isinstance(signature, str) and signature:
+            out.append(ReasoningDelta("", signature=signature))
         text = part.get("text")
         if isinstance(text, str) and text:
             out.append(ReasoningDelta(text) if part.get("thought") is True else TextDelta(text))
-        signature = part.get("thoughtSignature")
-        if isinstance(signature, str) and signature:
-            out.append(ReasoningDelta("", signature=signature))
         call = part.get("functionCall")
         if isinstance(call, dict):
             index = self._calls
@@ -162,7 +163,7 @@ class GeminiEventDecoder:
             out.append(
                 ToolCallDelta(
                     index,
-                    orjson.dumps(args).decode(),
+                    json.dumps(args, ensure_ascii=False),  # Gemini sends an object: written as OpenAI SDKs do
                     id=cid if isinstance(cid, str) and cid else f"call_{index}",
                     name=str(call.get("name") or ""),
                 )
