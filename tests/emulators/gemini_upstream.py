@@ -7,6 +7,8 @@ REST reference; errors in Google's `{"error": {"code", "message", "status"}}` en
 - `POST /v1beta/models/{model}:streamGenerateContent?alt=sse`: Google AI, checks `x-goog-api-key`.
 - `POST /v1/projects/{p}/locations/{r}/publishers/google/models/{model}:streamGenerateContent?alt=sse`:
   Vertex AI, checks `Authorization: Bearer`.
+- `POST /v1beta/models/{model}:batchEmbedContents` (ai.google.dev/api/embeddings): one
+  `{"values": [...]}` per request, `vector_for(text, dims)` (default 4 dimensions), no token count.
 
 Scenario per request: `[[name]]` in the last user turn's text, else `--name` at the end of the model
 id, else `text`. Scenarios: text, thinking, tools (text, then two parallel calls), error (an error
@@ -30,6 +32,7 @@ from aiohttp import web
 THOUGHT = "Let me think about it."
 SIGNATURE = "c2lnbmF0dXJlLWVtdQ=="
 _GOOGLE_AI = re.compile(r"^/v1beta/models/([^/:]+):streamGenerateContent$")
+_EMBED = re.compile(r"^/v1beta/models/([^/:]+):batchEmbedContents$")
 _VERTEX = re.compile(
     r"^/v1/projects/([^/]+)/locations/([^/]+)/publishers/google/models/([^/:]+):streamGenerateContent$"
 )
@@ -39,7 +42,7 @@ USAGE = {"promptTokenCount": 20, "candidatesTokenCount": 5, "totalTokenCount": 2
 
 @dataclass
 class Recorded:
-    dialect: str  # google-ai | vertex
+    dialect: str  # google-ai | vertex | embed
     model: str
     headers: dict[str, str]
     body: dict[str, Any]
@@ -101,6 +104,11 @@ def _script(name: str) -> list[dict[str, Any]]:
     ]
 
 
+def vector_for(text: str, dims: int) -> list[float]:
+    """A deterministic vector per text, so a test can say which input each one belongs to."""
+    return [round((len(text) + i) / 10, 3) for i in range(dims)]
+
+
 def pick_scenario(body: dict[str, Any], model: str) -> str:
     for content in reversed(body.get("contents") or []):
         if content.get("role") == "user":
@@ -160,7 +168,22 @@ class GeminiEmulator:
         body = {"error": {"code": status, "message": message, "status": gstatus}}
         return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
 
+    async def _embed(self, request: web.Request, model: str) -> web.Response:
+        if request.headers.get("x-goog-api-key") != self.api_key:
+            return self._error(400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.")
+        body = orjson.loads(await request.read())
+        self.requests.append(Recorded("embed", model, dict(request.headers), body, "embed"))
+        embeddings = []
+        for one in body.get("requests") or []:
+            if one.get("model") != f"models/{model}":
+                return self._error(400, "INVALID_ARGUMENT", "each request's model must match the URL's")
+            text = "".join(p.get("text", "") for p in one["content"]["parts"])
+            embeddings.append({"values": vector_for(text, int(one.get("outputDimensionality") or 4))})
+        return web.Response(body=orjson.dumps({"embeddings": embeddings}), content_type="application/json")
+
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        if (embed := _EMBED.match(request.path)) is not None:
+            return await self._embed(request, embed.group(1))
         if (found := _GOOGLE_AI.match(request.path)) is not None:
             dialect, model = "google-ai", found.group(1)
             if request.headers.get("x-goog-api-key") != self.api_key:

@@ -14,7 +14,7 @@ import openai
 import orjson
 import pytest
 
-from emulators.gemini_upstream import SIGNATURE, THOUGHT, GeminiEmulator, Recorded
+from emulators.gemini_upstream import SIGNATURE, THOUGHT, GeminiEmulator, Recorded, vector_for
 from helpers import ServerProcess, sqlite_url, start_server, stream_sse
 from tidegate.providers.anthropic_request import EFFORT_BUDGETS
 
@@ -59,6 +59,9 @@ access_token_env = "EMU_GEMINI_TOKEN"
 routes = [{{ provider = "gemini", model = "gemini-2.5-flash" }}]
 [models."vertex/gemini"]
 routes = [{{ provider = "gemini-vertex", model = "gemini-2.5-flash" }}]
+[models."gemini-embed"]
+type = "embedding"
+routes = [{{ provider = "gemini", model = "gemini-embedding-001" }}]
 [models."fallback/gemini"]
 routes = [{{ provider = "gemini", model = "gemini-2.5-flash--429" }},
           {{ provider = "gemini-b", model = "gemini-2.5-flash" }}]
@@ -256,3 +259,26 @@ def test_structured_output_and_the_fields_it_cannot_honour(server: ServerProcess
 def test_the_served_model_is_the_upstreams_model_version(server: ServerProcess) -> None:
     r = chat_stream(server, "vertex/gemini", [{"role": "user", "content": "hi"}])
     assert r.done and r.headers["x-served-model"] == "gemini-2.5-flash"  # the upstream's modelVersion
+
+
+def test_embeddings_use_batch_embed_contents(server: ServerProcess, emulator: GeminiEmulator) -> None:
+    mark = f"emb-{uuid.uuid4().hex[:8]}"
+    texts = [f"first {mark}", "second"]
+    r = httpx.post(
+        server.base_url + "/v1/embeddings",
+        headers=server.headers,
+        timeout=30,
+        json={"model": "gemini-embed", "input": texts, "dimensions": 3},
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert [d["embedding"] for d in body["data"]] == [vector_for(t, 3) for t in texts]
+    assert body["usage"]["prompt_tokens"] > 0  # Gemini sends no count: the gateway counted
+    rec = received(emulator, mark)
+    assert rec.dialect == "embed" and rec.model == "gemini-embedding-001"
+    assert rec.body == {
+        "requests": [
+            {"model": "models/gemini-embedding-001", "outputDimensionality": 3, "content": {"parts": [{"text": t}]}}
+            for t in texts
+        ]
+    }

@@ -377,11 +377,63 @@ class VertexEmbeddingProvider:
         await self._http.aclose()
 
 
+# --- gemini (Google AI) ----------------------------------------------------------------------------
+
+
+def gemini_batch_body(model: str, texts: list[str], dimensions: int | None) -> dict[str, Any]:
+    """`models.batchEmbedContents` (ai.google.dev/api/embeddings): one EmbedContentRequest per text."""
+    one: dict[str, Any] = {"model": f"models/{model}"}
+    if dimensions is not None:
+        one["outputDimensionality"] = dimensions
+    return {"requests": [{**one, "content": {"parts": [{"text": t}]}} for t in texts]}
+
+
+def parse_gemini_batch(provider: str, data: bytes, expected: int) -> list[list[float]]:
+    body = _json(provider, data)
+    items = body.get("embeddings") if isinstance(body, dict) else None
+    if not isinstance(items, list) or len(items) != expected:
+        raise ProviderFailure("upstream_error", f"{provider}: the Gemini answer does not carry one embedding per input")
+    return [_vector(provider, e.get("values") if isinstance(e, dict) else None) for e in items]
+
+
+class GeminiEmbeddingProvider:
+    """`kind = "gemini"` without `project`: `POST {base_url}/models/{m}:batchEmbedContents`, the key in
+    `x-goog-api-key`. The answer has no token count: the gateway counts the input itself. (With
+    `project`, a gemini provider is on Vertex AI and embeds through `:predict`, as the vertex kind.)"""
+
+    kind = "gemini"
+
+    def __init__(self, config: ProviderConfig, connect_timeout_s: float) -> None:
+        self.name = config.name
+        self._config = config
+        self._base = (config.base_url or "https://generativelanguage.googleapis.com/v1beta").rstrip("/")
+        self._http = _EmbeddingHttp(config, connect_timeout_s)
+
+    async def embed(self, inputs: EmbeddingInputs, served_model: str, dimensions: int | None) -> EmbeddingResult:
+        if inputs.texts is None:
+            raise unsupported(f"'input': token arrays are not supported by {served_model}; send strings")
+        var = self._config.api_key_env or "GEMINI_API_KEY"
+        key = _env_secret(var)
+        if not key:
+            raise ProviderFailure("upstream_error", f"provider {self.name!r}: environment variable {var} is not set")
+        headers = {"content-type": "application/json", "accept": "application/json", **self._config.headers}
+        headers["x-goog-api-key"] = key
+        url = f"{self._base}/models/{quote(served_model, safe='@.-_')}:batchEmbedContents"
+        body = orjson.dumps(gemini_batch_body(served_model, inputs.texts, dimensions))
+        _, data = await self._http.post(url, headers, body)
+        return EmbeddingResult(parse_gemini_batch(self.name, data, inputs.count), None)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
 def build_remote_embedding_provider(config: ProviderConfig, connect_timeout_s: float) -> EmbeddingProvider:
     if config.kind == "openai":
         return OpenAIEmbeddingProvider(config, connect_timeout_s)
     if config.kind == "bedrock":
         return BedrockEmbeddingProvider(config, connect_timeout_s)
-    if config.kind == "vertex":
+    if config.kind == "vertex" or (config.kind == "gemini" and config.project is not None):
         return VertexEmbeddingProvider(config, connect_timeout_s)
+    if config.kind == "gemini":
+        return GeminiEmbeddingProvider(config, connect_timeout_s)
     raise NoProviderAvailable(f"provider {config.name!r} (kind {config.kind!r}) serves no embeddings")
