@@ -153,17 +153,23 @@ def _thinking_blocks(details: Any, where: str) -> list[dict[str, Any]]:
     return [b for b in blocks if b["type"] != "thinking" or b["signature"]]
 
 
+def call_arguments(fn: dict[str, Any], where: str) -> dict[str, Any]:
+    """An assistant tool call's `function.arguments` (a JSON text) as the object the upstream wants."""
+    raw = fn.get("arguments") or ""
+    try:
+        args = orjson.loads(raw) if raw.strip() else {}
+    except (orjson.JSONDecodeError, AttributeError):
+        raise _invalid(f"'{where}.function.arguments' is not valid JSON") from None
+    if not isinstance(args, dict):
+        raise _invalid(f"'{where}.function.arguments' must be a JSON object")
+    return args
+
+
 def _tool_use_blocks(calls: Any, where: str) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for j, call in enumerate(calls or []):
         fn = call.get("function") or {}
-        raw = fn.get("arguments") or ""
-        try:
-            args = orjson.loads(raw) if raw.strip() else {}
-        except (orjson.JSONDecodeError, AttributeError):
-            raise _invalid(f"'{where}.tool_calls[{j}].function.arguments' is not valid JSON") from None
-        if not isinstance(args, dict):
-            raise _invalid(f"'{where}.tool_calls[{j}].function.arguments' must be a JSON object")
+        args = call_arguments(fn, f"{where}.tool_calls[{j}]")
         blocks.append({"type": "tool_use", "id": str(call.get("id")), "name": str(fn.get("name")), "input": args})
     return blocks
 
@@ -178,18 +184,24 @@ def _tool_result_block(message: dict[str, Any], where: str) -> dict[str, Any]:
     return block
 
 
+def add_turn(turns: list[dict[str, Any]], role: str, items: list[dict[str, Any]], field: str) -> None:
+    """Append `items` as a `role` turn, joining the last turn when it has the same role (both the
+    Messages API and Gemini want roles to alternate). `field` holds the items: `content` or `parts`."""
+    if not items:
+        return
+    if turns and turns[-1]["role"] == role:
+        turns[-1][field].extend(items)
+    else:
+        turns.append({"role": role, field: items})
+
+
 def translate_messages(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """OpenAI chat messages → (system blocks, alternating Anthropic turns)."""
     system: list[dict[str, Any]] = []
     turns: list[dict[str, Any]] = []
 
     def add(role: str, blocks: list[dict[str, Any]]) -> None:
-        if not blocks:
-            return
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(blocks)
-        else:
-            turns.append({"role": role, "content": blocks})
+        add_turn(turns, role, blocks, "content")
 
     for i, m in enumerate(messages):
         where = f"messages[{i}]"

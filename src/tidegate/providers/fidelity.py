@@ -56,47 +56,22 @@ CHAT_FIELDS = (
 # read by tidegate itself whatever the provider (`n` only as 1: the chat door refuses more)
 GATEWAY_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "provider", "n"})
 
-_ANTHROPIC = {
-    "max_tokens": TRANSLATED,
-    "max_completion_tokens": TRANSLATED,
-    "temperature": TRANSLATED,
-    "top_p": TRANSLATED,
-    "stop": TRANSLATED,
-    "tools": TRANSLATED,
-    "tool_choice": TRANSLATED,
-    "parallel_tool_calls": TRANSLATED,
-    "user": TRANSLATED,
-    "reasoning": TRANSLATED,
-    "reasoning_effort": TRANSLATED,
-    "response_format": TRANSLATED,
+_SAMPLING = dict.fromkeys(("max_tokens", "max_completion_tokens", "temperature", "top_p", "stop"), TRANSLATED)
+# what the Anthropic kinds and Gemini both translate: tools, reasoning, structured output
+_TRANSLATING = {
+    **_SAMPLING,
+    **dict.fromkeys(
+        ("tools", "tool_choice", "parallel_tool_calls", "reasoning", "reasoning_effort", "response_format"), TRANSLATED
+    ),
 }
+_ANTHROPIC = {**_TRANSLATING, "user": TRANSLATED}
 FIDELITY: dict[str, dict[str, str]] = {
     "openai": dict.fromkeys(CHAT_FIELDS, PASSED),  # the client's body as sent, unknown fields too
     "anthropic": _ANTHROPIC,
     "bedrock": _ANTHROPIC,
     "vertex": _ANTHROPIC,
-    "gemini": {
-        "max_tokens": TRANSLATED,
-        "max_completion_tokens": TRANSLATED,
-        "temperature": TRANSLATED,
-        "top_p": TRANSLATED,
-        "stop": TRANSLATED,
-        "seed": TRANSLATED,
-        "tools": TRANSLATED,
-        "tool_choice": TRANSLATED,
-        "parallel_tool_calls": TRANSLATED,
-        "response_format": TRANSLATED,
-        "reasoning": TRANSLATED,
-        "reasoning_effort": TRANSLATED,
-    },
-    "local": {
-        "max_tokens": TRANSLATED,
-        "max_completion_tokens": TRANSLATED,
-        "temperature": TRANSLATED,
-        "top_p": TRANSLATED,
-        "stop": TRANSLATED,
-        "seed": TRANSLATED,
-    },
+    "gemini": {**_TRANSLATING, "seed": TRANSLATED},
+    "local": {**_SAMPLING, "seed": TRANSLATED},
 }
 # the values that ask for nothing (a client library's defaults): not a use of the field
 _NEUTRAL: dict[str, tuple[Any, ...]] = {

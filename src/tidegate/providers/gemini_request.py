@@ -17,7 +17,7 @@ import orjson
 
 from ..errors import ProviderFailure, quote
 from ..request import GenerationRequest
-from .anthropic_request import EFFORT_BUDGETS, IMAGE_MEDIA_TYPES
+from .anthropic_request import EFFORT_BUDGETS, IMAGE_MEDIA_TYPES, add_turn, call_arguments
 
 
 def _invalid(message: str) -> ProviderFailure:
@@ -67,13 +67,7 @@ def _calls(message: dict[str, Any], where: str, names: dict[str, str]) -> list[d
     parts: list[dict[str, Any]] = []
     for j, call in enumerate(message.get("tool_calls") or []):
         fn = call.get("function") or {}
-        raw = fn.get("arguments") or ""
-        try:
-            args = orjson.loads(raw) if raw.strip() else {}
-        except (orjson.JSONDecodeError, AttributeError):
-            raise _invalid(f"'{where}.tool_calls[{j}].function.arguments' is not valid JSON") from None
-        if not isinstance(args, dict):
-            raise _invalid(f"'{where}.tool_calls[{j}].function.arguments' must be a JSON object")
+        args = call_arguments(fn, f"{where}.tool_calls[{j}]")
         names[str(call.get("id"))] = str(fn.get("name"))
         parts.append({"functionCall": {"name": str(fn.get("name")), "args": args}})
     return parts
@@ -105,12 +99,7 @@ def contents_of(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], l
     names: dict[str, str] = {}  # tool call id → function name (a functionResponse names the function)
 
     def add(role: str, parts: list[dict[str, Any]]) -> None:
-        if not parts:
-            return
-        if contents and contents[-1]["role"] == role:
-            contents[-1]["parts"].extend(parts)
-        else:
-            contents.append({"role": role, "parts": parts})
+        add_turn(contents, role, parts, "parts")
 
     for i, m in enumerate(messages):
         where = f"messages[{i}]"

@@ -24,6 +24,7 @@ from ..request import GenerationRequest
 from ..store.base import ApiKey
 from .door import as_error, open_generation, provider_headers, running
 from .http import Request
+from .responses_request import ResponsesRequest
 from .state import AppState
 
 log = logging.getLogger("tidegate.mcp")
@@ -80,6 +81,32 @@ async def serve_mcp(
             log.exception("generation %s: the MCP loop failed", gen.id)
             if not req.started:
                 await req.respond_error(UpstreamError("the gateway failed to finish this answer"))
+
+
+async def serve_request_tools(
+    req: Request,
+    state: AppState,
+    key: ApiKey,
+    *,
+    door: str,
+    body: Any,
+    parsed: ResponsesRequest,
+    specs: list[McpServerSpec],
+    render: Callable[[Generation, ResponsesRequest, LoopResult], dict[str, Any]],
+) -> None:
+    """A Responses door's request with MCP tools (`custom_mcp`): the answer repeats the tools, the
+    client's headers for them left out."""
+    parsed.tools = [*parsed.tools, *(s.echo() for s in specs)]
+    await serve_mcp(
+        req,
+        state,
+        key,
+        door=door,
+        body=body,
+        request=parsed.request,
+        specs=specs,
+        render=lambda gen, result: render(gen, parsed, result),
+    )
 
 
 async def _fail(req: Request, gen: Generation, error: TidegateError, headers: dict[str, str]) -> None:

@@ -19,7 +19,7 @@ from ..mcp.loop import LoopResult
 from ..mcp.tools import split_tools
 from ..render.native import NativeStreamRenderer, native_result, usage_of
 from ..store.base import ApiKey
-from .buffered import serve_mcp
+from .buffered import serve_request_tools
 from .door import DoorSpec, serve_generation
 from .http import Request
 from .responses_request import ResponsesRequest, parse_native_request
@@ -93,16 +93,8 @@ async def native_responses(req: Request, state: AppState, key: ApiKey) -> None:
     rest, mcp_servers = split_tools(body)
     parsed = parse_native_request(rest)
     if mcp_servers:
-        parsed.tools = [*parsed.tools, *(s.echo() for s in mcp_servers)]  # the answer repeats them, headers left out
-        await serve_mcp(
-            req,
-            state,
-            key,
-            door="native",
-            body=body,
-            request=parsed.request,
-            specs=mcp_servers,
-            render=lambda gen, result: _mcp_answer(gen, parsed, result),
+        await serve_request_tools(
+            req, state, key, door="native", body=body, parsed=parsed, specs=mcp_servers, render=_mcp_answer
         )
         return
     spec = DoorSpec(

@@ -11,7 +11,7 @@ from ..mcp.loop import LoopResult
 from ..mcp.tools import split_tools
 from ..render.responses import ResponseBuilder, ResponsesStreamRenderer
 from ..store.base import ApiKey
-from .buffered import serve_mcp
+from .buffered import serve_request_tools
 from .door import BuiltJson, DoorSpec, serve_generation
 from .http import Request
 from .native import STREAMED
@@ -64,16 +64,8 @@ async def responses(req: Request, state: AppState, key: ApiKey) -> None:
     rest, mcp_servers = split_tools(body)
     parsed = parse_responses_request(rest)
     if mcp_servers:
-        parsed.tools = [*parsed.tools, *(s.echo() for s in mcp_servers)]  # the answer repeats them, headers left out
-        await serve_mcp(
-            req,
-            state,
-            key,
-            door="responses",
-            body=body,
-            request=parsed.request,
-            specs=mcp_servers,
-            render=lambda gen, result: _mcp_answer(gen, parsed, result),
+        await serve_request_tools(
+            req, state, key, door="responses", body=body, parsed=parsed, specs=mcp_servers, render=_mcp_answer
         )
         return
     spec = DoorSpec(
