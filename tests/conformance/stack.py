@@ -103,6 +103,18 @@ class Stack:
             return [r.scenario for r in list(self.gemini.requests) if mark in repr(r.body)]
         return [r.scenario for r in list(self.anthropic.requests) if r.dialect == kind and mark in repr(r.body)]
 
+    def received(self, kind: str, mark: str) -> dict[str, Any]:
+        """The body the upstream of `kind` received for the one request whose body contains `mark`."""
+        if kind == "openai":
+            found: list[Any] = [r for r in list(self.oai.requests) if mark in repr(r.body)]
+        elif kind == "gemini":
+            found = [r for r in list(self.gemini.requests) if mark in repr(r.body)]
+        else:
+            found = [r for r in list(self.anthropic.requests) if r.dialect == kind and mark in repr(r.body)]
+        assert len(found) == 1, f"{kind}: {len(found)} upstream requests carry {mark}"
+        body: dict[str, Any] = found[0].body
+        return body
+
     def record(self, gid: str, until: str | None = None, timeout: float = 5.0) -> dict[str, Any]:
         """The generation record, once it left `in_progress` (or reached `until`)."""
         deadline = time.monotonic() + timeout

@@ -319,3 +319,44 @@ def test_429_before_stream_falls_back(stack: Stack, kind: str) -> None:
         assert stack.scenarios_seen(kind, mark) == [first, "text"]
     rec = stack.record(r.headers["x-generation-id"])
     assert rec["status"] == "completed" and rec["provider"] == served and rec["attempts"] == 2
+
+
+# ---- what each upstream received for each translated field (CONTRACT §15) ----------------------------
+
+SENT: dict[str, Any] = {"max_tokens": 64, "temperature": 0.5, "top_p": 0.9, "stop": ["END"], "tool_choice": "required"}
+
+
+def _claude_received(b: dict[str, Any]) -> tuple[Any, ...]:
+    return (b["max_tokens"], b["temperature"], b["top_p"], b["stop_sequences"], b["tool_choice"], b["tools"][0]["name"])
+
+
+def _gemini_received(b: dict[str, Any]) -> tuple[Any, ...]:
+    g = b["generationConfig"]
+    declared = b["tools"][0]["functionDeclarations"][0]["name"]
+    mode = b["toolConfig"]["functionCallingConfig"]
+    return (g["maxOutputTokens"], g["temperature"], g["topP"], g["stopSequences"], mode, declared)
+
+
+RECEIVED = {
+    "openai": lambda b: (b["max_tokens"], b["temperature"], b["top_p"], b["stop"], b["tool_choice"], b["tools"]),
+    "anthropic": _claude_received,
+    "bedrock": _claude_received,
+    "vertex": _claude_received,
+    "gemini": _gemini_received,
+}
+WANTED = {
+    "openai": (64, 0.5, 0.9, ["END"], "required", TOOLS),  # passthrough: the client's body as sent
+    "anthropic": (64, 0.5, 0.9, ["END"], {"type": "any"}, "lookup"),
+    "bedrock": (64, 0.5, 0.9, ["END"], {"type": "any"}, "lookup"),
+    "vertex": (64, 0.5, 0.9, ["END"], {"type": "any"}, "lookup"),
+    "gemini": (64, 0.5, 0.9, ["END"], {"mode": "ANY"}, "lookup"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(WANTED))
+def test_translated_fields_reach_the_upstream(stack: Stack, kind: str) -> None:
+    """Each translated field arrives at the emulator in the provider's own form; the answer is unchanged."""
+    mark = marker()
+    r = stream(stack, kind, "text", mark, tools=TOOLS, **SENT)
+    assert r.status == 200 and r.done, r.raw[:300]
+    assert RECEIVED[kind](stack.received(kind, mark)) == WANTED[kind]

@@ -19,10 +19,10 @@ from ..gateway.generation import Generation
 from ..mcp.client import McpFailure, McpServers
 from ..mcp.guard import check_server_url
 from ..mcp.loop import LoopResult, run_loop
-from ..mcp.tools import McpServerSpec
+from ..mcp.tools import McpServerSpec, split_tools
 from ..request import GenerationRequest
 from ..store.base import ApiKey
-from .door import as_error, open_generation, provider_headers, running
+from .door import DoorSpec, as_error, open_generation, provider_headers, running, serve_generation
 from .http import Request
 from .responses_request import ResponsesRequest
 from .state import AppState
@@ -83,30 +83,47 @@ async def serve_mcp(
                 await req.respond_error(UpstreamError("the gateway failed to finish this answer"))
 
 
-async def serve_request_tools(
+async def serve_responses_door(
     req: Request,
     state: AppState,
     key: ApiKey,
     *,
     door: str,
-    body: Any,
-    parsed: ResponsesRequest,
-    specs: list[McpServerSpec],
-    render: Callable[[Generation, ResponsesRequest, LoopResult], dict[str, Any]],
+    parse: Callable[[Any], ResponsesRequest],
+    make_stream: Callable[[Generation, ResponsesRequest], Any],
+    make_json: Callable[[Generation, ResponsesRequest], Any],
+    mcp_render: Callable[[Generation, ResponsesRequest, LoopResult], dict[str, Any]],
+    stream_headers: dict[str, str],
 ) -> None:
-    """A Responses door's request with MCP tools (`custom_mcp`): the answer repeats the tools, the
-    client's headers for them left out."""
-    parsed.tools = [*parsed.tools, *(s.echo() for s in specs)]
-    await serve_mcp(
-        req,
-        state,
-        key,
+    """The two Responses-shaped doors (`/v1/responses`, the native one): a request with MCP tools runs
+    the tool loop buffered (`custom_mcp`; the answer repeats the tools, their headers left out), any
+    other is an ordinary generation (door.py)."""
+    body = await req.json(state.config.server.max_body_bytes)
+    rest, specs = split_tools(body)
+    parsed = parse(rest)
+    if specs:
+        parsed.tools = [*parsed.tools, *(s.echo() for s in specs)]
+        await serve_mcp(
+            req,
+            state,
+            key,
+            door=door,
+            body=body,
+            request=parsed.request,
+            specs=specs,
+            render=lambda gen, result: mcp_render(gen, parsed, result),
+        )
+        return
+    spec = DoorSpec(
         door=door,
+        model_type="chat",
         body=body,
         request=parsed.request,
-        specs=specs,
-        render=lambda gen, result: render(gen, parsed, result),
+        make_stream=lambda gen: make_stream(gen, parsed),
+        make_json=lambda gen: make_json(gen, parsed),
+        stream_headers=stream_headers,
     )
+    await serve_generation(req, state, key, spec)
 
 
 async def _fail(req: Request, gen: Generation, error: TidegateError, headers: dict[str, str]) -> None:

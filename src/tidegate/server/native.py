@@ -16,11 +16,9 @@ from ..commit import Committed
 from ..events import Event, Failed
 from ..gateway.generation import Generation
 from ..mcp.loop import LoopResult
-from ..mcp.tools import split_tools
 from ..render.native import NativeStreamRenderer, native_result, usage_of
 from ..store.base import ApiKey
-from .buffered import serve_request_tools
-from .door import DoorSpec, serve_generation
+from .buffered import serve_responses_door
 from .http import Request
 from .responses_request import ResponsesRequest, parse_native_request
 from .state import AppState
@@ -89,21 +87,14 @@ def _mcp_answer(gen: Generation, parsed: ResponsesRequest, result: LoopResult) -
 
 
 async def native_responses(req: Request, state: AppState, key: ApiKey) -> None:
-    body = await req.json(state.config.server.max_body_bytes)
-    rest, mcp_servers = split_tools(body)
-    parsed = parse_native_request(rest)
-    if mcp_servers:
-        await serve_request_tools(
-            req, state, key, door="native", body=body, parsed=parsed, specs=mcp_servers, render=_mcp_answer
-        )
-        return
-    spec = DoorSpec(
+    await serve_responses_door(
+        req,
+        state,
+        key,
         door="native",
-        model_type="chat",
-        body=body,
-        request=parsed.request,
-        make_stream=_NativeStream,
-        make_json=_NativeJson,
+        parse=parse_native_request,
+        make_stream=lambda gen, parsed: _NativeStream(gen),
+        make_json=lambda gen, parsed: _NativeJson(gen),
+        mcp_render=_mcp_answer,
         stream_headers=STREAMED,
     )
-    await serve_generation(req, state, key, spec)

@@ -8,11 +8,10 @@ from ..commit import Committed
 from ..events import Event, Failed
 from ..gateway.generation import Generation
 from ..mcp.loop import LoopResult
-from ..mcp.tools import split_tools
 from ..render.responses import ResponseBuilder, ResponsesStreamRenderer
 from ..store.base import ApiKey
-from .buffered import serve_request_tools
-from .door import BuiltJson, DoorSpec, serve_generation
+from .buffered import serve_responses_door
+from .door import BuiltJson
 from .http import Request
 from .native import STREAMED
 from .responses_request import ResponsesRequest, parse_responses_request
@@ -60,21 +59,14 @@ def _mcp_answer(gen: Generation, parsed: ResponsesRequest, result: LoopResult) -
 
 
 async def responses(req: Request, state: AppState, key: ApiKey) -> None:
-    body = await req.json(state.config.server.max_body_bytes)
-    rest, mcp_servers = split_tools(body)
-    parsed = parse_responses_request(rest)
-    if mcp_servers:
-        await serve_request_tools(
-            req, state, key, door="responses", body=body, parsed=parsed, specs=mcp_servers, render=_mcp_answer
-        )
-        return
-    spec = DoorSpec(
+    await serve_responses_door(
+        req,
+        state,
+        key,
         door="responses",
-        model_type="chat",
-        body=body,
-        request=parsed.request,
-        make_stream=lambda gen: _ResponsesStream(gen, parsed),
-        make_json=lambda gen: _responses_json(gen, parsed),
+        parse=parse_responses_request,
+        make_stream=_ResponsesStream,
+        make_json=_responses_json,
+        mcp_render=_mcp_answer,
         stream_headers=STREAMED,
     )
-    await serve_generation(req, state, key, spec)
