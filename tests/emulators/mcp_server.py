@@ -1,5 +1,6 @@
 """A real MCP server (the official SDK's MCPServer, formerly FastMCP) over streamable HTTP, run by the
-MCP tests as a subprocess: `python mcp_server.py PORT`. Tools: `add(a, b)`; `fail()` (a tool error);
+MCP tests as a subprocess: `python mcp_server.py PORT` (`PORT sse`: the older HTTP+SSE transport, on
+`/sse`). Tools: `add(a, b)`; `fail()` (a tool error);
 `crash()` (the process exits mid-call: a server that dies during the gateway's loop)."""
 
 from __future__ import annotations
@@ -31,4 +32,7 @@ def crash(a: int = 0, b: int = 0) -> str:
 
 
 if __name__ == "__main__":
-    server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+    if sys.argv[2:] == ["sse"]:
+        server.run("sse", host="127.0.0.1", port=int(sys.argv[1]))
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))

@@ -53,10 +53,13 @@ process.stdout.write(JSON.stringify(result));
 
 
 class McpProcess:
-    def __init__(self) -> None:
+    def __init__(self, *transport: str) -> None:
         self.port = free_port()
+        self.sse = transport == ("sse",)
         self.proc = subprocess.Popen(
-            [sys.executable, str(MCP_SERVER), str(self.port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            [sys.executable, str(MCP_SERVER), str(self.port), *transport],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 30
         while not port_open("127.0.0.1", self.port):
@@ -66,7 +69,7 @@ class McpProcess:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
+        return f"http://127.0.0.1:{self.port}/sse" if self.sse else f"http://127.0.0.1:{self.port}/mcp"
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -88,6 +91,14 @@ def mcp_server() -> Iterator[McpProcess]:
 
 
 @pytest.fixture(scope="module")
+def sse_server() -> Iterator[McpProcess]:
+    """The same tools over the older HTTP+SSE transport."""
+    proc = McpProcess("sse")
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
 def crashing_server() -> Iterator[McpProcess]:
     """A second server for the test whose tool ends the process."""
     proc = McpProcess()
@@ -100,6 +111,7 @@ def server(
     upstream: OpenAIUpstream,
     mcp_server: McpProcess,
     crashing_server: McpProcess,
+    sse_server: McpProcess,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[ServerProcess]:
     workdir = tmp_path_factory.mktemp("mcp")
@@ -109,7 +121,8 @@ def server(
         {"m/agent": [("emu", "mcp-agent")], "m/text": [("emu", "text")]},
     )
     config += f"""[mcp]
-allowed_hosts = ["127.0.0.1:{mcp_server.port}", "127.0.0.1:{crashing_server.port}", "*.example.com"]
+allowed_hosts = ["127.0.0.1:{mcp_server.port}", "127.0.0.1:{crashing_server.port}", "127.0.0.1:{sse_server.port}", \
+"*.example.com"]
 max_turns = {MAX_TURNS}
 call_timeout_s = 5
 deadline_s = 30
@@ -339,3 +352,12 @@ def test_the_seed_client_picks_its_parser_by_content_type(
     streamed = run({"model": "m/text", "input": "hello"})
     assert (streamed["parser"], streamed["mode"]) == ("sse", "streamed")
     assert streamed["done"]["status"] == "completed"  # type: ignore[index]
+
+
+def test_an_older_server_over_http_sse(server: ServerProcess, sse_server: McpProcess) -> None:
+    """A `server_url` ending in /sse speaks the older HTTP+SSE transport; the loop is the same."""
+    r = _post(server, NATIVE, {"model": "m/agent", "input": "call add", "tools": [_tool(sse_server.url)]})
+    assert r.status_code == 200, r.text
+    answer = r.json()
+    assert _types(answer) == ["mcp_list_tools", "mcp_call", "message"]
+    assert answer["output"][1]["output"] == "sum=5" and answer["output_text"] == "Tool said: sum=5"

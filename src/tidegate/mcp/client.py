@@ -1,4 +1,5 @@
-"""Connections to the request's MCP servers through the official SDK (streamable HTTP).
+"""Connections to the request's MCP servers through the official SDK: streamable HTTP, or the older
+HTTP+SSE transport for a `server_url` whose path ends in `/sse` (the path such servers serve it on).
 
 One `McpServers` per request, entered and left by the task that runs the loop (the SDK's transport
 runs an anyio task group that must close where it opened). Every server operation is bounded by
@@ -14,6 +15,7 @@ import logging
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:  # the SDK (and its dependencies, ~30 MB) loads with the first MCP request, not at start
     import mcp_types
@@ -100,16 +102,19 @@ class McpServers:
         import httpx2
         import mcp_types
         from mcp.client.session import ClientSession
+        from mcp.client.sse import sse_client
         from mcp.client.streamable_http import streamable_http_client
 
         try:
             async with asyncio.timeout(self.timeout):
-                client = await self._stack.enter_async_context(
-                    httpx2.AsyncClient(headers=spec.headers, timeout=httpx2.Timeout(self.timeout))
-                )
-                read, write = await self._stack.enter_async_context(
-                    streamable_http_client(spec.url, http_client=client)
-                )
+                if urlsplit(spec.url).path.rstrip("/").endswith("/sse"):
+                    transport = sse_client(spec.url, headers=spec.headers, timeout=self.timeout)
+                else:
+                    client = await self._stack.enter_async_context(
+                        httpx2.AsyncClient(headers=spec.headers, timeout=httpx2.Timeout(self.timeout))
+                    )
+                    transport = streamable_http_client(spec.url, http_client=client)
+                read, write = await self._stack.enter_async_context(transport)
                 session = await self._stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
                 tools: list[mcp_types.Tool] = []
