@@ -75,6 +75,15 @@ BREAKER_OPEN = Gauge(
     multiprocess_mode="livemax",
     registry=REGISTRY,
 )
+KEEPALIVES = Counter(
+    "tidegate_keepalives", "Keep-alive comments written to clients while the upstream was silent", registry=REGISTRY
+)
+LOG_FLUSH = Histogram(
+    "tidegate_log_flush_seconds",
+    "One flusher round: storing the running keyed generations' pending event logs (the store's lag)",
+    buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+    registry=REGISTRY,
+)
 RUNNING = Gauge("tidegate_generations_running", "Generations running", multiprocess_mode="livesum", registry=REGISTRY)
 
 

@@ -41,8 +41,14 @@ def gateway(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Se
         config = tidegate_toml(
             sqlite_url(tmp_path),
             {"emu": {"kind": "openai", "base_url": emu.base_url}},
-            {"ok": [("emu", "text")], "fb": [("emu", "http-503"), ("emu", "text")], "mid": [("emu", "error-mid")]},
-            server={"breaker_failures": 0},  # every `fb` request falls back (no breaker skips the failing route)
+            {
+                "ok": [("emu", "text")],
+                "fb": [("emu", "http-503"), ("emu", "text")],
+                "mid": [("emu", "error-mid")],
+                "quiet": [("emu", "silence:0.6")],
+            },
+            # every `fb` request falls back (no breaker skips the failing route); `quiet` gets keep-alives
+            server={"breaker_failures": 0, "keepalive_s": 0.2},
         )
         args = ["--workers", str(request.param)] if request.param > 1 else []
         server = start_server(tmp_path, config, args=args)
@@ -78,6 +84,20 @@ def test_a_scripted_mix_is_counted_once_each(gateway: tuple[ServerProcess, OpenA
     assert value(text, 'tidegate_tokens_total{model="ok",kind="completion"}') == N * 7  # the emulator's usage
     assert value(text, "tidegate_generations_running") == 0
     assert emu.counts() == {"text": 2 * N, "http-503": N, "error-mid": N}
+
+
+def test_keepalives_and_the_log_flusher_are_counted(gateway: tuple[ServerProcess, OpenAIUpstream]) -> None:
+    """A silent upstream gets keep-alives (each counted once); a keyed stream's event log is flushed
+    while it runs, and each flusher round's time is observed (the store's lag)."""
+    server, _ = gateway
+    for i in range(2):
+        body = {"model": "quiet", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+        headers = {**server.headers, "Idempotency-Key": f"quiet-{i}-{time.monotonic_ns()}"}
+        r = httpx.post(server.base_url + "/v1/chat/completions", json=body, headers=headers, timeout=30)
+        assert r.status_code == 200 and r.text.count(": TIDEGATE PROCESSING") >= 2
+    text = httpx.get(server.base_url + "/metrics").text
+    assert value(text, "tidegate_keepalives_total") >= 4
+    assert value(text, "tidegate_log_flush_seconds_count") >= 1
 
 
 class _Collector(http.server.BaseHTTPRequestHandler):

@@ -13,6 +13,8 @@ import contextlib
 import logging
 from typing import Protocol
 
+from .. import metrics
+
 FLUSH_INTERVAL_S = 0.2
 log = logging.getLogger("tidegate.flusher")
 
@@ -39,15 +41,20 @@ class LogFlusher:
         self._members.pop(key, None)
 
     async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self.interval_s)
+            started, flushed = loop.time(), False
             for key, member in list(self._members.items()):
                 if not member.has_pending:
                     continue
+                flushed = True
                 try:
                     await member.flush()
                 except Exception:  # a failing store never stalls the streams; retried next round
                     log.warning("event log flush failed for %s", key, exc_info=True)
+            if flushed:  # once a round (5 a second at most), never per chunk
+                metrics.LOG_FLUSH.observe(loop.time() - started)
 
     async def aclose(self) -> None:
         if self._task is not None:

@@ -18,6 +18,7 @@ from typing import Any, Protocol, TypeVar
 
 import orjson
 
+from .. import metrics
 from ..commit import Committed
 from ..errors import TidegateError, UpstreamError, UpstreamTimeout
 from ..events import Event, Failed, FailureCode, RawFrame, UsageReport
@@ -283,6 +284,7 @@ async def drive_stream(
                         gen.recorder.log_frames(first)
                     continue
                 if item is KEEPALIVE:
+                    metrics.KEEPALIVES.inc()
                     tick = writer.keepalive_tick()
                     if tick:
                         gen.recorder.log_frames(tick)
