@@ -19,7 +19,7 @@ from ..gateway.router import Router
 from ..ids import new_ulid
 from ..keys import Authenticator, unusable
 from ..store.base import ApiKey, GenerationStore, open_store
-from . import chat, generations, heap, keys_admin, models, ops, replay, routes_admin, shortcuts
+from . import chat, console, generations, heap, keys_admin, models, ops, replay, routes_admin, shortcuts
 from . import embeddings as embeddings_door
 from . import images as images_door
 from . import native as native_door
@@ -42,6 +42,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], KeyedHandler]] = [
     ("POST", re.compile(r"^/v1/embeddings$"), embeddings_door.embeddings),
     ("POST", re.compile(r"^/v1/images/generations$"), images_door.openai_images),
     ("POST", re.compile(r"^/api/v1/images/generations$"), images_door.native_images),
+    ("GET", re.compile(r"^/api/v1/generations$"), generations.list_generations),
     ("GET", re.compile(r"^/api/v1/generations/(?P<id>[0-9A-Za-z]{1,64})$"), generations.get_generation),
     ("GET", re.compile(r"^/api/v1/routes$"), routes_admin.list_routes),
     # the keys admin API: one handler per path, which answers its methods (CONTRACT §11)
@@ -124,6 +125,9 @@ class TidegateApp:
                 await self._authenticate(req)
             await ops.metrics_endpoint(req, self.state)
             return
+        if path == "/" or path == "/ui" or path.startswith("/ui/"):
+            await console.serve(req, self.state)
+            return
         if path == "/v1/models":
             if req.method != "GET":
                 raise MethodNotAllowed("use GET /v1/models")
@@ -143,7 +147,10 @@ class TidegateApp:
         raise NotFound(f"no endpoint {req.method} {path}")
 
     async def _authenticate(self, req: Request) -> ApiKey:
-        key = await self.state.auth.authenticate(req.header("authorization"))
+        header = req.header("authorization")
+        if header is None and (cookie := console.session_cookie(req)) is not None:
+            return await console.session_key(req, self.state, cookie)  # the web console (server/console.py)
+        key = await self.state.auth.authenticate(header)
         if key is None:
             raise Unauthorized("missing or unknown API key: send 'Authorization: Bearer <key>'")
         reason = unusable(key, time.time())

@@ -356,6 +356,10 @@ class GenerationStore(Protocol):
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None: ...
 
+    async def recent_generations(self, limit: int, key_id: str | None = None) -> list[GenerationRecord]:
+        """The newest `limit` records (of one key when `key_id` is given), newest first."""
+        ...
+
     # Leases (CONTRACT §10): every gateway process start is an owner with a lease it renews.
     async def renew_lease(self, owner: str, ttl_s: float) -> bool:
         """Create or extend `owner`'s lease to expire `ttl_s` from now (the store's clock where it has

@@ -29,7 +29,7 @@ from .base import (
     SharedRouteHealth,
     polling_follow,
 )
-from .rows import GEN_COLUMNS, GEN_COUNT, record_from_row, record_params
+from .rows import GEN_COLUMNS, GEN_COUNT, recent_sql, record_from_row, record_params
 from .schema import upgrade
 
 _GEN_COLUMNS = GEN_COLUMNS
@@ -197,6 +197,11 @@ class PostgresStore:
     async def get_generation(self, generation_id: str) -> GenerationRecord | None:
         row = await self.pool.fetchrow(_SELECT_GEN, generation_id)
         return record_from_row(row) if row is not None else None
+
+    async def recent_generations(self, limit: int, key_id: str | None = None) -> list[GenerationRecord]:
+        args: tuple[object, ...] = (key_id, limit) if key_id is not None else (limit,)
+        rows = await self.pool.fetch(recent_sql("$", key_id is not None), *args)
+        return [record_from_row(r) for r in rows]
 
     # --- leases (CONTRACT §10) ----------------------------------------------------------------------
     async def renew_lease(self, owner: str, ttl_s: float) -> bool:

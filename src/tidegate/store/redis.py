@@ -279,6 +279,18 @@ class RedisStore:
             return None
         return _gen_from({k.decode(): orjson.loads(v) for k, v in flat.items()})
 
+    async def recent_generations(self, limit: int, key_id: str | None = None) -> list[GenerationRecord]:
+        """A scan of every record, like `usage` (Redis keeps no index by time): an operator's view."""
+        found: list[GenerationRecord] = []
+        async for gen_key in self._redis.scan_iter(match=self._k("gen", "*"), count=1000):
+            flat = await self._cmd("HGETALL", gen_key)
+            if flat:
+                record = _gen_from({k.decode(): orjson.loads(v) for k, v in flat.items()})
+                if key_id is None or record.key_id == key_id:
+                    found.append(record)
+        found.sort(key=lambda r: r.created_at, reverse=True)
+        return found[:limit]
+
     # --- leases (CONTRACT §10) ----------------------------------------------------------------------
     async def renew_lease(self, owner: str, ttl_s: float) -> bool:
         held = await self._run(

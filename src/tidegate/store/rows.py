@@ -14,6 +14,17 @@ GEN_COLUMNS = (
     "owner, route_reason"
 )
 GEN_COUNT = 22
+
+
+def recent_sql(placeholder: str, by_key: bool) -> str:
+    """The newest records first (`?` for SQLite, `$` for PostgreSQL's numbered parameters); the
+    created_at index serves it."""
+    p1, p2 = ("?", "?") if placeholder == "?" else ("$1", "$2")
+    where = f" WHERE key_id = {p1}" if by_key else ""
+    limit = p2 if by_key else p1
+    return f"SELECT {GEN_COLUMNS} FROM generations{where} ORDER BY created_at DESC LIMIT {limit}"
+
+
 KEY_COLUMNS = "id, name, secret_hash, created_at, credits, spent, revoked, settings, period_start"
 # What a generation's final update may change: its identity (key, model, door, creation time, request hash,
 # idempotency key, owner) is written once. Leaving those out of the UPDATE matters in SQLite: every

@@ -23,7 +23,7 @@ from .base import (
     polling_follow,
 )
 from .group_commit import GroupCommit, immediate, is_locked
-from .rows import FINAL_COLUMNS, GEN_COLUMNS, GEN_COUNT, final_params, record_from_row, record_params
+from .rows import FINAL_COLUMNS, GEN_COLUMNS, GEN_COUNT, final_params, recent_sql, record_from_row, record_params
 from .schema import apply_in_memory, upgrade
 
 T = TypeVar("T")
@@ -361,6 +361,12 @@ class SQLiteStore:
     async def get_generation(self, generation_id: str) -> GenerationRecord | None:
         result: GenerationRecord | None = await self._read(lambda db: _get_record(db, generation_id))
         return result
+
+    async def recent_generations(self, limit: int, key_id: str | None = None) -> list[GenerationRecord]:
+        sql = recent_sql("?", key_id is not None)
+        params = (key_id, limit) if key_id is not None else (limit,)
+        rows = await self._read(lambda db: db.execute(sql, params).fetchall())
+        return [record_from_row(r) for r in rows]
 
     # --- leases (CONTRACT §10: `sqlite_leases.py`) ----------------------------------------------------
     async def renew_lease(self, owner: str, ttl_s: float) -> bool:

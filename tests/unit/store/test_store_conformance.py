@@ -474,3 +474,16 @@ async def test_route_health_is_shared_by_redis_and_kept_in_process_by_the_sql_st
     assert await shared.recovered_routes(["p/m"]) == {"p/m"}
     assert await other.claim_probe("p/m", 0.2) is True  # the probe's claim went with the recovery
     assert await shared.route_failed("p/m", 2, 30) is None  # the count started again
+
+
+async def test_recent_generations_are_newest_first_and_per_key(store: GenerationStore) -> None:
+    records = [
+        gen(key_id=k, created_at=1_800_000_000.0 + i) for i, k in enumerate(["key_r", "key_s", "key_r", "key_r"])
+    ]
+    for record in records:
+        await store.create_generation(record)
+    newest = await store.recent_generations(3)
+    assert [r.id for r in newest] == [records[3].id, records[2].id, records[1].id]
+    assert newest[0] == records[3]  # whole records
+    assert [r.id for r in await store.recent_generations(5, "key_r")] == [records[3].id, records[2].id, records[0].id]
+    assert await store.recent_generations(5, "key_nobody") == []

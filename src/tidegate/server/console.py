@@ -1,0 +1,129 @@
+"""The web console at `/ui` (CONTRACT §14): its static files, its login and its session.
+
+Login takes the master key or an admin key once and answers with a session cookie: `HttpOnly`
+(scripts never see it), `SameSite=Strict` (no other site's page sends it), `Path=/`, 12 hours. The
+cookie is signed, not stored: `base64(key id, expiry) . HMAC-SHA256`, with a secret derived from
+`TIDEGATE_MASTER_KEY` (so every instance sharing it accepts the same sessions) or, without a master
+key, a random one per process. It never holds the key. Each request checks the key again (a revoked
+key or a lost admin flag ends its sessions at once). A request that changes anything must also carry
+`X-CSRF-Token`, an HMAC of the cookie that the page reads from `/ui/session`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import time
+from importlib import resources
+from typing import Any
+
+import orjson
+
+from ..errors import Forbidden, InvalidRequest, MethodNotAllowed, NotFound, Unauthorized
+from ..keys import MASTER_ID, unusable
+from ..store.base import ApiKey
+from .http import Request
+from .state import AppState
+
+COOKIE = "tidegate_session"
+SESSION_S = 12 * 3600
+STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript", "app.css": "text/css"}
+# the console's own files only: no inline script, no other origin
+CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'"
+_MASTER = os.environ.get("TIDEGATE_MASTER_KEY")
+_SECRET = hashlib.sha256(b"tidegate-console\0" + _MASTER.encode()).digest() if _MASTER else os.urandom(32)
+
+
+def _sign(data: bytes) -> str:
+    return hmac.new(_SECRET, data, hashlib.sha256).hexdigest()
+
+
+def csrf_token(cookie: str) -> str:
+    return _sign(b"csrf\0" + cookie.encode())[:32]
+
+
+def _cookie_value(key_id: str) -> str:
+    payload = base64.urlsafe_b64encode(orjson.dumps({"k": key_id, "e": int(time.time()) + SESSION_S})).decode()
+    return f"{payload}.{_sign(payload.encode())}"
+
+
+def session_cookie(req: Request) -> str | None:
+    for part in (req.header("cookie") or "").split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == COOKIE and value:
+            return value
+    return None
+
+
+async def session_key(req: Request, state: AppState, cookie: str) -> ApiKey:
+    """The admin key behind a session cookie, checked now; CSRF-checked for anything but a read."""
+    payload, _, signature = cookie.partition(".")
+    if not hmac.compare_digest(_sign(payload.encode()), signature):
+        raise Unauthorized("the console session is not valid: log in again")
+    try:
+        data: dict[str, Any] = orjson.loads(base64.urlsafe_b64decode(payload.encode()))
+    except (ValueError, orjson.JSONDecodeError):
+        raise Unauthorized("the console session is not valid: log in again") from None
+    if int(data.get("e", 0)) < time.time():
+        raise Unauthorized("the console session has expired: log in again")
+    if req.method not in ("GET", "HEAD") and not hmac.compare_digest(
+        req.header("x-csrf-token") or "", csrf_token(cookie)
+    ):
+        raise Forbidden("a console request that changes something needs its X-CSRF-Token header")
+    key_id = str(data.get("k"))
+    if key_id == MASTER_ID:
+        if not _MASTER:
+            raise Unauthorized("the console session is not valid: log in again")
+        return ApiKey(id=MASTER_ID, name="master", secret_hash="", created_at=0.0, is_master=True)
+    key = await state.store.get_key(key_id)
+    if key is None or unusable(key, time.time()) is not None or not key.admin:
+        raise Unauthorized("the key of this console session can no longer be used: log in again")
+    return key
+
+
+async def _login(req: Request, state: AppState) -> None:
+    body = await req.json(4096)
+    secret = body.get("key") if isinstance(body, dict) else None
+    if not isinstance(secret, str) or not secret:
+        raise InvalidRequest('send {"key": "<the master key or an admin key>"}')
+    key = await state.auth.authenticate(f"Bearer {secret}")
+    if key is None or unusable(key, time.time()) is not None:
+        raise Unauthorized("this key cannot log in: unknown, revoked or expired")
+    if not (key.is_master or key.admin):
+        raise Forbidden('the console needs the master key or a key with "admin": true')
+    cookie = _cookie_value(key.id)
+    attributes = f"{COOKIE}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={SESSION_S}"
+    await req.respond_json(200, {"name": key.name, "csrf": csrf_token(cookie)}, {"set-cookie": attributes})
+
+
+async def serve(req: Request, state: AppState) -> None:
+    """`/` (a browser is sent to the console) and everything under `/ui`."""
+    path = req.path
+    if path == "/" or path == "/ui":
+        await req.respond_bytes(302, b"", "text/plain", {"location": "/ui/"})
+        return
+    if path == "/ui/login":
+        if req.method != "POST":
+            raise MethodNotAllowed("use POST /ui/login")
+        await _login(req, state)
+        return
+    if path in ("/ui/session", "/ui/logout"):
+        cookie = session_cookie(req)
+        if cookie is None:
+            raise Unauthorized("not logged in")
+        key = await session_key(req, state, cookie)
+        if path == "/ui/session":
+            await req.respond_json(200, {"name": key.name, "csrf": csrf_token(cookie)})
+            return
+        if req.method != "POST":
+            raise MethodNotAllowed("use POST /ui/logout")
+        gone = f"{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"
+        await req.respond_json(200, {"logged_out": True}, {"set-cookie": gone})
+        return
+    name = "index.html" if path == "/ui/" else path.removeprefix("/ui/")
+    if req.method != "GET" or name not in STATIC:
+        raise NotFound(f"no console page {path}")
+    data = resources.files("tidegate.console").joinpath(name).read_bytes()
+    await req.respond_bytes(200, data, STATIC[name], {"content-security-policy": CSP, "cache-control": "no-cache"})

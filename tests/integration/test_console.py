@@ -1,0 +1,141 @@
+"""The web console at /ui (CONTRACT §14, issue 39): its session's security over plain HTTP, and the
+pages in headless Chromium driven by Playwright (Debian's `chromium` as the browser; `.ci/run`
+installs it when missing). Screenshots of each page go to the test's output directory."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect, sync_playwright
+
+from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from helpers import MASTER_KEY, ServerProcess, sqlite_url, start_server
+
+KEYS = "/api/v1/keys"
+
+
+def _chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert found is not None, "Debian's chromium is required (.ci/run installs it); this test never skips"
+    return found
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, dict[str, str]]]:
+    workdir = tmp_path_factory.mktemp("console")
+    with OpenAIUpstream() as emu:
+        config = tidegate_toml(
+            sqlite_url(workdir),
+            {"emu": {"kind": "openai", "base_url": emu.base_url}},
+            {"m/quiet": [("emu", "silence:1.5")], "m/broken": [("emu", "error-mid")]},
+        )
+        server = start_server(workdir, config)
+        master = {"Authorization": f"Bearer {MASTER_KEY}"}
+        keys = {}
+        for name, admin in (("ops", True), ("app", False)):
+            r = httpx.post(server.base_url + KEYS, json={"name": name, "admin": admin}, headers=master)
+            assert r.status_code == 201, r.text
+            keys[name] = r.json()["key"]
+        try:
+            yield server, keys
+        finally:
+            server.stop()
+            assert MASTER_KEY not in server.log() and keys["ops"] not in server.log()
+
+
+def _login(base: str, secret: str) -> httpx.Response:
+    return httpx.post(base + "/ui/login", json={"key": secret})
+
+
+def test_the_session_is_httponly_strict_signed_and_csrf_checked(gateway: tuple[ServerProcess, dict[str, str]]) -> None:
+    server, keys = gateway
+    base = server.base_url
+    root = httpx.get(base + "/")
+    assert root.status_code == 302 and root.headers["location"] == "/ui/"
+    page = httpx.get(base + "/ui/")
+    assert page.status_code == 200 and "script-src 'self'" in page.headers["content-security-policy"]
+    assert httpx.get(base + "/ui/session").status_code == 401
+    assert httpx.get(base + "/api/v1/generations").status_code == 401  # no key, no cookie
+    assert _login(base, "tg-not-a-key").status_code == 401
+    assert _login(base, keys["app"]).status_code == 403  # not an admin key
+    ok = _login(base, keys["ops"])
+    assert ok.status_code == 200
+    cookie_header = ok.headers["set-cookie"]
+    assert "HttpOnly" in cookie_header and "SameSite=Strict" in cookie_header and "Path=/" in cookie_header
+    cookie = cookie_header.split(";")[0].split("=", 1)[1]
+    assert keys["ops"] not in cookie_header and keys["ops"] not in ok.text
+    jar = {"tidegate_session": cookie}
+    csrf = ok.json()["csrf"]
+    assert httpx.get(base + "/api/v1/generations", cookies=jar).status_code == 200
+    refused = httpx.post(base + KEYS, json={"name": "x"}, cookies=jar)  # a change without the CSRF token
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "forbidden"
+    assert httpx.post(base + KEYS, json={"name": "x"}, cookies=jar, headers={"x-csrf-token": csrf}).status_code == 201
+    forged = cookie[:-4] + ("0000" if not cookie.endswith("0000") else "1111")
+    assert httpx.get(base + "/ui/session", cookies={"tidegate_session": forged}).status_code == 401
+    out = httpx.post(base + "/ui/logout", cookies=jar, headers={"x-csrf-token": csrf})
+    assert out.status_code == 200 and "Max-Age=0" in out.headers["set-cookie"]
+
+
+def _shot(page: Page, out: Path, name: str) -> None:
+    page.screenshot(path=str(out / f"console-{name}.png"), full_page=True)
+
+
+def test_the_console_in_chromium(gateway: tuple[ServerProcess, dict[str, str]], tmp_path: Path) -> None:
+    server, keys = gateway
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=_chromium(), headless=True, args=["--no-sandbox"])
+        context = browser.new_context(viewport={"width": 1200, "height": 800})
+        page = context.new_page()
+        page.goto(server.base_url + "/")
+        expect(page.locator("#key")).to_be_visible()
+        page.fill("#key", keys["ops"])
+        page.click("#login")
+        expect(page.locator("#nav")).to_be_visible()
+        expect(page.locator("#who")).to_have_text("ops")
+
+        # the playground streams through the gateway; the live log (a second tab) follows the same row
+        log = context.new_page()
+        log.goto(server.base_url + "/ui/#/log")
+        page.goto(server.base_url + "/ui/#/playground")
+        page.select_option("#model", "m/quiet")
+        page.fill("#prompt", "say hello")
+        page.click("#send")
+        expect(page.locator("#reply")).to_contain_text("Hello")  # the first tokens, before the silence
+        expect(page.locator("#stream-state")).to_have_text("streaming")
+        gid = page.locator("#stream-state").get_attribute("data-generation")
+        assert gid
+        row = log.locator(f'tr[data-id="{gid}"]')
+        expect(row).to_have_attribute("data-status", "in_progress")
+        _shot(log, tmp_path, "log-running")
+        expect(page.locator("#stream-state")).to_have_text("completed", timeout=10_000)
+        expect(row).to_have_attribute("data-status", "completed", timeout=5_000)
+        _shot(page, tmp_path, "playground")
+        _shot(log, tmp_path, "log")
+
+        # a stream that fails mid-way is shown incomplete, with its partial text, here and on its page
+        page.select_option("#model", "m/broken")
+        page.click("#send")
+        expect(page.locator("#stream-state")).to_contain_text("incomplete")
+        expect(page.locator("#reply")).to_have_class("incomplete")
+        broken = page.locator("#stream-state").get_attribute("data-generation")
+        page.goto(server.base_url + f"/ui/#/gen/{broken}")
+        expect(page.locator("#completeness")).to_contain_text("Incomplete (failed)")
+        expect(page.locator("#output")).to_have_class("incomplete")
+        _shot(page, tmp_path, "generation-failed")
+
+        page.goto(server.base_url + "/ui/#/usage")
+        expect(page.locator("#tokens-by-model text").first).to_be_visible()
+        expect(page.locator("#tokens-by-model")).to_contain_text("m/quiet")
+        _shot(page, tmp_path, "usage")
+        browser.close()
+    assert sorted(p.name for p in tmp_path.glob("console-*.png")) == [
+        "console-generation-failed.png",
+        "console-log-running.png",
+        "console-log.png",
+        "console-playground.png",
+        "console-usage.png",
+    ]
