@@ -42,6 +42,7 @@ from ..store.base import (
     GenerationStore,
     LogRun,
     Usage,
+    usage_of,
 )
 from .admission import Ticket
 from .eventlog import encode_event
@@ -366,14 +367,7 @@ class Recorder:
         if self.produced or status == "completed":
             await self.estimate_off_loop()
             usage = self.final_usage()
-            rec.usage = Usage(
-                prompt_tokens=usage.prompt,
-                completion_tokens=usage.completion,
-                total_tokens=usage.total,
-                reasoning_tokens=usage.reasoning,
-                cached_tokens=usage.cached,
-                cache_write_tokens=usage.cache_write,
-            )
+            rec.usage = usage_of(usage)
             rec.usage_estimated = usage.estimated
             rec.cost = round(cost_of(usage, self.pricing), 10)
         if isinstance(error, Failed):

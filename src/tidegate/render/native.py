@@ -16,22 +16,10 @@ from typing import Any
 import orjson
 
 from ..commit import Committed
-from ..events import Event, Failed, ReasoningDelta, TextDelta, ToolCallDelta, UsageReport
+from ..events import Event, Failed, ReasoningDelta, TextDelta, ToolCallDelta
 from ..store.base import GenerationRecord, Usage, usage_dict
 from .chat import ChatCompletionBuilder
 from .responses import ResponseState
-
-
-def usage_of(report: UsageReport) -> Usage:
-    """The record's usage fields from a usage report (exactly what the recorder stores)."""
-    return Usage(
-        prompt_tokens=report.prompt,
-        completion_tokens=report.completion,
-        total_tokens=report.total,
-        reasoning_tokens=report.reasoning,
-        cached_tokens=report.cached,
-        cache_write_tokens=report.cache_write,
-    )
 
 
 def native_result(

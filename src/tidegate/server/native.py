@@ -16,8 +16,8 @@ from ..commit import Committed
 from ..events import Event, Failed
 from ..gateway.generation import Generation
 from ..mcp.loop import LoopResult
-from ..render.native import NativeStreamRenderer, native_result, usage_of
-from ..store.base import ApiKey
+from ..render.native import NativeStreamRenderer, native_result
+from ..store.base import ApiKey, usage_of
 from .buffered import serve_responses_door
 from .http import Request
 from .responses_request import ResponsesRequest, parse_native_request

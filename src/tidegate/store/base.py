@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
+from ..events import UsageReport
 from .admit import Ask, Decision
 
 GENERATION_STATUSES = ("in_progress", "completed", "failed", "cancelled", "interrupted")
@@ -110,6 +111,18 @@ USAGE_FIELDS = (
     "cached_tokens",
     "cache_write_tokens",
 )
+
+
+def usage_of(report: UsageReport) -> Usage:
+    """The record's usage fields from a usage report: what the recorder stores and the native door shows."""
+    return Usage(
+        prompt_tokens=report.prompt,
+        completion_tokens=report.completion,
+        total_tokens=report.total,
+        reasoning_tokens=report.reasoning,
+        cached_tokens=report.cached,
+        cache_write_tokens=report.cache_write,
+    )
 
 
 def usage_from_dict(stored: dict[str, Any]) -> Usage:
