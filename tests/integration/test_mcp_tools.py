@@ -122,7 +122,7 @@ def server(
     )
     config += f"""[mcp]
 allowed_hosts = ["127.0.0.1:{mcp_server.port}", "127.0.0.1:{crashing_server.port}", "127.0.0.1:{sse_server.port}", \
-"*.example.com"]
+"localhost:{mcp_server.port}", "*.example.com"]
 max_turns = {MAX_TURNS}
 call_timeout_s = 5
 deadline_s = 30
@@ -193,7 +193,10 @@ def test_native_door_runs_the_tool_loop_and_answers_buffered(
 
 
 def test_responses_door_answers_a_buffered_response_object(server: ServerProcess, mcp_server: McpProcess) -> None:
-    body = {"model": "m/agent", "input": "call add", "stream": True, "tools": [_tool(mcp_server.url)]}
+    """By name (`localhost`, listed exactly): the SDK's requests go to the address the guard checked,
+    with the name in `Host` (mcp/pinned.py)."""
+    url = mcp_server.url.replace("127.0.0.1", "localhost")
+    body = {"model": "m/agent", "input": "call add", "stream": True, "tools": [_tool(url)]}
     r = _post(server, RESPONSES, body)
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("application/json")

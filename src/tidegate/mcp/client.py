@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import re
 from dataclasses import dataclass
@@ -70,8 +71,9 @@ def _text_of(result: mcp_types.CallToolResult) -> str:
 
 
 class McpServers:
-    def __init__(self, specs: list[McpServerSpec], call_timeout_s: float) -> None:
+    def __init__(self, specs: list[McpServerSpec], call_timeout_s: float, allowed_hosts: tuple[str, ...]) -> None:
         self.specs = specs
+        self.allowed_hosts = allowed_hosts  # checked again on every HTTP request, pinned (mcp/pinned.py)
         self.timeout = call_timeout_s
         self.sessions: dict[str, ClientSession] = {}
         self.tools: dict[str, McpTool] = {}  # by exposed name
@@ -105,13 +107,18 @@ class McpServers:
         from mcp.client.sse import sse_client
         from mcp.client.streamable_http import streamable_http_client
 
+        from .pinned import pinned_client
+
+        client_factory = functools.partial(pinned_client, self.allowed_hosts)
         try:
             async with asyncio.timeout(self.timeout):
                 if urlsplit(spec.url).path.rstrip("/").endswith("/sse"):
-                    transport = sse_client(spec.url, headers=spec.headers, timeout=self.timeout)
+                    transport = sse_client(
+                        spec.url, headers=spec.headers, timeout=self.timeout, httpx_client_factory=client_factory
+                    )
                 else:
                     client = await self._stack.enter_async_context(
-                        httpx2.AsyncClient(headers=spec.headers, timeout=httpx2.Timeout(self.timeout))
+                        client_factory(headers=spec.headers, timeout=httpx2.Timeout(self.timeout))
                     )
                     transport = streamable_http_client(spec.url, http_client=client)
                 read, write = await self._stack.enter_async_context(transport)

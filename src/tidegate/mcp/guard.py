@@ -3,8 +3,13 @@
 A URL passes when its host (or host:port) matches `[mcp] allowed_hosts` **and** every address the name
 resolves to is public. A private, loopback, link-local, reserved or cloud-metadata address passes only
 when the operator listed that host exactly (not through a `*.` pattern): the operator then said this
-internal server is meant. Metadata addresses never pass. Redirects are not followed off the URL's
-origin (the SDK's transport follows none), so the checked origin is the one called.
+internal server is meant. Metadata addresses never pass.
+
+The check runs twice: once on the request (a refused server is a 400 before anything starts), and
+again on every HTTP request the MCP SDK makes (`mcp/pinned.py`), which then connects to the very
+address it checked. A name that resolves to a public address for the first check and to an internal
+one a moment later (DNS rebinding) therefore never reaches the internal one. The SDK follows a
+redirect only on the URL's own origin, and each hop is checked again.
 """
 
 from __future__ import annotations
@@ -12,10 +17,13 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
 from ..errors import InvalidRequest, quote
 
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Resolver = Callable[[str, int], Awaitable[list[Address]]]
 METADATA = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")})
 NOT_ALLOWED = "mcp_server_not_allowed"
 
@@ -40,20 +48,22 @@ def _internal(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return not addr.is_global or addr.is_multicast
 
 
-async def _addresses(host: str, port: int) -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+async def resolve(host: str, port: int) -> list[Address]:
+    """The addresses `host` resolves to, in the system resolver's order (no duplicates)."""
     try:
-        return {ipaddress.ip_address(host)}
+        return [ipaddress.ip_address(host)]
     except ValueError:
         pass
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as exc:
         raise _refuse(f"the MCP server host {quote(host)} does not resolve ({exc.strerror or exc})") from None
-    return {ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos}
+    found = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+    return list(dict.fromkeys(found))
 
 
-async def check_server_url(url: str, allowed_hosts: tuple[str, ...], where: str) -> None:
-    """Raise 400 `mcp_server_not_allowed` unless `url` may be called (see the module's rule)."""
+def _allowed(url: str, allowed_hosts: tuple[str, ...], where: str) -> tuple[str, int, bool]:
+    """(host, port, listed exactly) of a URL the allowlist admits; 400 otherwise."""
     try:
         parts = urlsplit(url)
         port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -70,10 +80,27 @@ async def check_server_url(url: str, allowed_hosts: tuple[str, ...], where: str)
             f"the MCP server {quote(f'{host}:{port}')} is not in the gateway's [mcp] allowed_hosts; "
             "ask the operator to allow it"
         )
-    exact = any(m and e for m, e in matches)
-    for addr in await _addresses(host, port):
+    return host, port, any(m and e for m, e in matches)
+
+
+async def vetted_addresses(
+    url: str, allowed_hosts: tuple[str, ...], where: str, resolver: Resolver = resolve
+) -> tuple[str, list[Address]]:
+    """(host, the addresses to connect to, in order) of a URL that may be called (see the module's
+    rule): 400 `mcp_server_not_allowed` otherwise. One refused address refuses the name."""
+    host, port, exact = _allowed(url, allowed_hosts, where)
+    addresses = await resolver(host, port)
+    if not addresses:
+        raise _refuse(f"the MCP server host {quote(host)} does not resolve")
+    for addr in addresses:
         if addr in METADATA or (_internal(addr) and not exact):
             raise _refuse(
                 f"the MCP server {quote(host)} resolves to a private or reserved address; only a host "
                 "listed exactly in [mcp] allowed_hosts may be internal"
             )
+    return host, addresses
+
+
+async def check_server_url(url: str, allowed_hosts: tuple[str, ...], where: str) -> None:
+    """Raise 400 `mcp_server_not_allowed` unless `url` may be called (see the module's rule)."""
+    await vetted_addresses(url, allowed_hosts, where)

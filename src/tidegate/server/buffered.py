@@ -144,7 +144,7 @@ async def _run(
     gen.recorder.record.mcp_calls = result.calls  # filled as calls are made: in the record however it ends
     try:
         async with asyncio.timeout(config.deadline_s):
-            async with McpServers(specs, config.call_timeout_s) as servers:
+            async with McpServers(specs, config.call_timeout_s, config.allowed_hosts) as servers:
                 gen.request.tools = [*(gen.request.tools or []), *(t.chat_tool() for t in servers.tools.values())]
                 await run_loop(gen, servers, config.max_turns, result)
     except McpFailure as exc:
