@@ -7,9 +7,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -169,7 +170,7 @@ def test_native_door_runs_the_tool_loop_and_answers_buffered(
     answer = r.json()
     assert _types(answer) == ["mcp_list_tools", "mcp_call", "message"]
     listed, call, _ = answer["output"]
-    assert {t["name"] for t in listed["tools"]} == {"add", "fail", "crash"}
+    assert {t["name"] for t in listed["tools"]} == {"add", "fail", "crash", "slow"}
     assert listed["server_label"] == "calc"
     assert (call["name"], call["arguments"], call["output"], call["error"]) == (
         "add",
@@ -364,3 +365,59 @@ def test_an_older_server_over_http_sse(server: ServerProcess, sse_server: McpPro
     answer = r.json()
     assert _types(answer) == ["mcp_list_tools", "mcp_call", "message"]
     assert answer["output"][1]["output"] == "sum=5" and answer["output_text"] == "Tool said: sum=5"
+
+
+def test_a_gateway_killed_mid_loop_leaves_an_interrupted_record_with_its_calls(
+    upstream: OpenAIUpstream, mcp_server: McpProcess, tmp_path: Path
+) -> None:
+    """Two gateways on one SQLite file (short leases). Gateway A runs a loop whose model keeps calling
+    a 0.3 s tool; A is killed after its first calls. The record B shows is `interrupted` (the lease
+    sweep), with the calls A made before it died; a replay of the key answers 502 `interrupted`."""
+    config = tidegate_toml(
+        sqlite_url(tmp_path),
+        {"emu": {"kind": "openai", "base_url": upstream.base_url}},
+        {"m/agent": [("emu", "mcp-agent")]},
+        server={"lease_ttl_s": 1.5},
+    )
+    config += f"""[mcp]
+allowed_hosts = ["127.0.0.1:{mcp_server.port}"]
+max_turns = 64
+deadline_s = 120
+"""
+    a, b = start_server(tmp_path / "a", config), start_server(tmp_path / "b", config)
+    try:
+        key = f"mcp-kill-{uuid.uuid4().hex}"
+        body = {"model": "m/agent", "input": "always call slow", "tools": [_tool(mcp_server.url)]}
+        sent = threading.Thread(target=lambda: _swallow(lambda: _post(a, NATIVE, body, **{"Idempotency-Key": key})))
+        sent.start()
+        deadline = time.monotonic() + 20
+        running: list[dict[str, object]] = []
+        while not running and time.monotonic() < deadline:  # B reads the shared store
+            listed = httpx.get(f"{b.base_url}/api/v1/generations", headers=b.headers, timeout=10).json()["data"]
+            running = [g for g in listed if g["status"] == "in_progress" and len(g.get("mcp_calls") or []) >= 2]
+            time.sleep(0.1)
+        assert running, "the loop's calls never reached the store while it ran"
+        a.kill()  # SIGKILL mid-loop: no drain, no final write
+        sent.join(timeout=30)
+        gid = running[0]["id"]
+        while time.monotonic() < deadline + 10:
+            record = httpx.get(f"{b.base_url}/api/v1/generations/{gid}", headers=b.headers, timeout=10).json()
+            if record["status"] != "in_progress":
+                break
+            time.sleep(0.2)
+        assert record["status"] == "interrupted" and record["error"]["code"] == "interrupted"
+        assert len(record["mcp_calls"]) >= 2 and {c["name"] for c in record["mcp_calls"]} == {"slow"}
+        assert all(c["error"] is None and c["duration_ms"] >= 300 for c in record["mcp_calls"])
+        replay = httpx.post(f"{b.base_url}{NATIVE}/replay", headers={**b.headers, "Idempotency-Key": key}, timeout=10)
+        assert replay.status_code == 502 and replay.json()["error"]["code"] == "interrupted"
+    finally:
+        a.kill()
+        b.stop()
+
+
+def _swallow(call: Callable[[], object]) -> None:
+    """A request whose gateway is killed under it: the client's connection error is expected."""
+    try:
+        call()
+    except httpx.HTTPError:
+        pass

@@ -286,6 +286,15 @@ class Recorder:
             if self.usage is None:  # the provider's usage may have arrived meanwhile: it wins
                 self.usage = estimate
 
+    async def save_progress(self) -> None:
+        """The record as it stands, stored while it runs (still `in_progress`): what a crash leaves
+        for the lease sweep to mark `interrupted` (a buffered MCP loop's calls so far, CONTRACT §13).
+        A failed write is logged and left for the final one."""
+        try:
+            await self.store.update_generation(self.record)
+        except Exception:
+            _log.warning("storing generation %s's progress failed", self.record.id, exc_info=True)
+
     async def finish(
         self,
         status: str,

@@ -161,6 +161,7 @@ async def run_loop(gen: Generation, servers: McpServers, max_turns: int, result:
                     "error": call["error"],
                 }
             )
+            await gen.recorder.save_progress()  # the calls so far survive a crash of this gateway
             assistant["tool_calls"].append(
                 {
                     "id": item["call_id"],
