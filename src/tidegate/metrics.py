@@ -29,10 +29,22 @@ _SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 HTTP_REQUESTS = Counter(
     "tidegate_http_requests", "HTTP responses by route and status", ("route", "status"), registry=REGISTRY
 )
-GENERATIONS = Counter(
-    "tidegate_generations",
-    "Finished generations by model, provider and status",
-    ("model", "provider", "status"),
+REQUESTS = Counter(
+    "tidegate_requests",
+    "Finished generations by door (chat, responses, native, ...), model, provider and status",
+    ("door", "model", "provider", "status"),
+    registry=REGISTRY,
+)
+STREAM_FAILURES = Counter(
+    "tidegate_stream_failures",
+    "Generations that did not complete (failed, cancelled, interrupted), by error code and provider",
+    ("code", "provider"),
+    registry=REGISTRY,
+)
+CHUNKS = Counter(
+    "tidegate_chunks_relayed",
+    "Content deltas (text, reasoning, tool arguments) relayed to clients, by model; added when a generation ends",
+    ("model",),
     registry=REGISTRY,
 )
 TOKENS = Counter(
@@ -55,7 +67,7 @@ LIMIT_REJECTIONS = Counter(
     registry=REGISTRY,
 )
 TTFT = Histogram(
-    "tidegate_time_to_first_token_seconds",
+    "tidegate_ttft_seconds",
     "Time from request to first token",
     ("model",),
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
@@ -85,6 +97,12 @@ LOG_FLUSH = Histogram(
     registry=REGISTRY,
 )
 RUNNING = Gauge("tidegate_generations_running", "Generations running", multiprocess_mode="livesum", registry=REGISTRY)
+OPEN_STREAMS = Gauge(
+    "tidegate_open_streams",
+    "Streaming (SSE) generation responses open now",
+    multiprocess_mode="livesum",
+    registry=REGISTRY,
+)
 
 
 def render() -> bytes:

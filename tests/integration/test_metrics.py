@@ -18,7 +18,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from prometheus_client.parser import text_string_to_metric_families
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from emulators.openai_upstream import TEXT_PIECES, OpenAIUpstream, tidegate_toml
 from helpers import ServerProcess, sqlite_url, start_server
 
 N = 6  # of each kind of request
@@ -69,20 +69,26 @@ def test_a_scripted_mix_is_counted_once_each(gateway: tuple[ServerProcess, OpenA
     deadline = time.monotonic() + 10
     while True:  # a generation's metrics are counted when its record is final, just after the stream
         text = httpx.get(server.base_url + "/metrics").text
-        if value(text, 'tidegate_generations_total{model="mid"}') == N or time.monotonic() > deadline:
+        if value(text, 'tidegate_requests_total{model="mid"}') == N or time.monotonic() > deadline:
             break
         time.sleep(0.1)
-    assert value(text, 'tidegate_generations_total{model="ok",provider="emu",status="completed"}') == N
-    assert value(text, 'tidegate_generations_total{model="fb",provider="emu",status="completed"}') == N
-    assert value(text, 'tidegate_generations_total{model="mid",provider="emu",status="failed"}') == N
+    assert value(text, 'tidegate_requests_total{door="chat",model="ok",provider="emu",status="completed"}') == N
+    assert value(text, 'tidegate_requests_total{door="chat",model="fb",provider="emu",status="completed"}') == N
+    assert value(text, 'tidegate_requests_total{door="chat",model="mid",provider="emu",status="failed"}') == N
+    assert value(text, 'tidegate_stream_failures_total{code="upstream_error",provider="emu"}') == N  # the mid ones
+    assert value(text, "tidegate_stream_failures_total") == N
+    pieces = len(TEXT_PIECES)  # the emulator's text deltas per answer
+    assert value(text, 'tidegate_chunks_relayed_total{model="ok"}') == N * pieces
+    assert value(text, 'tidegate_chunks_relayed_total{model="fb"}') == N * pieces
     assert value(text, 'tidegate_fallbacks_total{model="fb"}') == N
     assert value(text, 'tidegate_fallbacks_total{model="ok"}') == 0
     assert value(text, 'tidegate_upstream_failures_total{provider="emu",code="upstream_error"}') == 2 * N
     assert value(text, 'tidegate_http_requests_total{route="/v1/chat/completions",status="200"}') == 3 * N
-    assert value(text, 'tidegate_time_to_first_token_seconds_count{model="ok"}') == N
+    assert value(text, 'tidegate_ttft_seconds_count{model="ok"}') == N
     assert value(text, 'tidegate_generation_duration_seconds_count{model="mid",status="failed"}') == N
     assert value(text, 'tidegate_tokens_total{model="ok",kind="completion"}') == N * 7  # the emulator's usage
     assert value(text, "tidegate_generations_running") == 0
+    assert value(text, "tidegate_open_streams") == 0
     assert emu.counts() == {"text": 2 * N, "http-503": N, "error-mid": N}
 
 
@@ -97,6 +103,11 @@ def test_keepalives_and_the_log_flusher_are_counted(gateway: tuple[ServerProcess
         assert r.status_code == 200 and r.text.count(": TIDEGATE PROCESSING") >= 2
     text = httpx.get(server.base_url + "/metrics").text
     assert value(text, "tidegate_keepalives_total") >= 4
+    body = {"model": "quiet", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    with httpx.stream("POST", server.base_url + "/v1/chat/completions", json=body, headers=server.headers) as r:
+        next(r.iter_lines())  # the head and a first keep-alive: the stream is open
+        during = httpx.get(server.base_url + "/metrics").text
+    assert value(during, "tidegate_open_streams") == 1 and value(during, "tidegate_generations_running") == 1
     assert value(text, "tidegate_log_flush_seconds_count") >= 1
 
 

@@ -45,12 +45,12 @@ def test_metrics_count_requests_generations_and_tokens(local_server: ServerProce
     assert _metric(after, ok) == _metric(before, ok) + 1
     unauthorized = 'tidegate_http_requests_total{route="/v1/models",status="401"}'
     assert _metric(after, unauthorized) == _metric(before, unauthorized) + 1
-    done = 'tidegate_generations_total{model="local/smollm2",provider="local",status="completed"}'
+    done = 'tidegate_requests_total{model="local/smollm2",provider="local",status="completed"}'
     assert _metric(after, done) == _metric(before, done) + 1
     completion = 'tidegate_tokens_total{model="local/smollm2",kind="completion"}'
     usage = resp.json()["usage"]
     assert _metric(after, completion) == _metric(before, completion) + usage["completion_tokens"]
-    assert "tidegate_time_to_first_token_seconds_bucket" in after
+    assert "tidegate_ttft_seconds_bucket" in after
     assert "tidegate_generations_running 0" in after
 
 
@@ -92,7 +92,7 @@ def test_metrics_count_upstream_failures_and_fallbacks(tmp_path: Path) -> None:
         finally:
             server.stop()
     assert _metric(text, 'tidegate_upstream_failures_total{provider="emu",code="upstream_error"}') == 1
-    assert _metric(text, 'tidegate_generations_total{model="m",provider="emu",status="completed"}') == 1
+    assert _metric(text, 'tidegate_requests_total{model="m",provider="emu",status="completed"}') == 1
 
 
 def test_check_config_names_bad_key(tmp_path: Path) -> None:

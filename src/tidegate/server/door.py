@@ -190,11 +190,14 @@ async def serve_generation(req: Request, state: AppState, key: ApiKey, spec: Doo
     async with running(req, state, gen):
         if streaming:
             writer = spec.make_stream(gen)
+            metrics.OPEN_STREAMS.inc()
             try:
                 await drive_stream(req, state, gen, writer, spec.stream_headers)
             except Exception:  # a bug anywhere in finishing: the door's failure ending all the same
                 log.exception("generation %s: the stream driver failed", gen.id)
                 await _end_broken(req, gen, writer)
+            finally:
+                metrics.OPEN_STREAMS.dec()
         else:
             try:
                 await drive_json(req, gen, spec.make_json(gen))
