@@ -31,7 +31,11 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPr
         config = tidegate_toml(
             sqlite_url(workdir),
             {"emu": {"kind": "openai", "base_url": emu.base_url}},
-            {"m/quiet": [("emu", "silence:1.5")], "m/broken": [("emu", "error-mid")]},
+            {
+                "m/quiet": [("emu", "silence:1.5")],
+                "m/broken": [("emu", "error-mid")],
+                "m/think": [("emu", "reasoning_content")],
+            },
         )
         server = start_server(workdir, config)
         master = {"Authorization": f"Bearer {MASTER_KEY}"}
@@ -116,7 +120,39 @@ def test_the_console_in_chromium(gateway: tuple[ServerProcess, dict[str, str]], 
         _shot(page, tmp_path, "playground")
         _shot(log, tmp_path, "log")
 
+        # its page replays it at the pace it streamed: "Hello", then 1.5 s of nothing, then the rest
+        page.goto(server.base_url + f"/ui/#/gen/{gid}")
+        expect(page.locator("#output")).to_have_text("Hello, world \u00e9\u2713!")
+        page.click("#replay")
+        seen: list[tuple[float, str]] = []  # (the replay's clock, the text shown then), read together
+        shown = "[document.querySelector('#replay-clock').textContent, document.querySelector('#output').textContent]"
+        clock = ""
+        while not clock or clock.split()[0] != clock.split()[3]:  # "0.4 s of 1.5 s" until the end
+            clock, text = page.evaluate(shown)
+            if clock:
+                seen.append((float(clock.split()[0]), text))
+            assert len(seen) < 200, seen
+            page.wait_for_timeout(50)
+        silence = [t for t, text in seen if 0.4 <= t <= 1.3]  # an even spread would show more and more
+        assert max(silence) - min(silence) >= 0.6 and all(text == "Hello" for t, text in seen if 0.4 <= t <= 1.3)
+        expect(page.locator("#output")).to_have_text("Hello, world \u00e9\u2713!", timeout=2_000)
+        expect(page.locator("#replay")).to_be_enabled()
+        page.click("#replay")  # again, for the picture: in the silence
+        expect(page.locator("#output")).to_have_text("Hello", timeout=3_000)
+        _shot(page, tmp_path, "generation-replay")
+
+        # reasoning is shown apart from the answer
+        body = {"model": "m/think", "messages": [{"role": "user", "content": "think"}], "stream": True}
+        headers = {"Authorization": f"Bearer {keys['ops']}"}
+        r = httpx.post(server.base_url + "/v1/chat/completions", json=body, headers=headers, timeout=30)
+        assert r.status_code == 200 and "[DONE]" in r.text
+        page.goto(server.base_url + f"/ui/#/gen/{r.headers['x-generation-id']}")
+        expect(page.locator("#reasoning")).to_have_text("Let me think \u00fcber it.")
+        expect(page.locator("#output")).to_have_text("42")
+        _shot(page, tmp_path, "generation-reasoning")
+
         # a stream that fails mid-way is shown incomplete, with its partial text, here and on its page
+        page.goto(server.base_url + "/ui/#/playground")
         page.select_option("#model", "m/broken")
         page.click("#send")
         expect(page.locator("#stream-state")).to_contain_text("incomplete")
@@ -134,6 +170,8 @@ def test_the_console_in_chromium(gateway: tuple[ServerProcess, dict[str, str]], 
         browser.close()
     assert sorted(p.name for p in tmp_path.glob("console-*.png")) == [
         "console-generation-failed.png",
+        "console-generation-reasoning.png",
+        "console-generation-replay.png",
         "console-log-running.png",
         "console-log.png",
         "console-playground.png",

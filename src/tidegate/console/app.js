@@ -94,29 +94,50 @@ async function generationView(id) {
     ["error", g.error ? `${g.error.code}: ${g.error.message}` : ""]];
   const list = el("dl", {}, ...facts.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: v == null ? "" : String(v) })]));
   const complete = g.status === "completed";
-  const output = el("pre", { id: "output", class: complete ? "" : "incomplete", text: g.output_text });
+  const partial = complete ? "" : "incomplete";
+  const output = el("pre", { id: "output", class: partial, text: g.output_text });
+  const reasoning = g.reasoning_text ? el("pre", { id: "reasoning", class: `reasoning ${partial}`, text: g.reasoning_text }) : null;
   const label = el("p", { id: "completeness", text: complete ? "Complete answer" : `Incomplete (${g.status}): the partial text below is all that was produced` });
-  show(el("h2", { text: `Generation ${g.id}` }), list, label, output);
-  if (complete) replayAtPace(g, output);
+  const parts = reasoning ? [el("h3", { text: "Reasoning" }), reasoning, el("h3", { text: "Answer" }), output] : [output];
+  show(el("h2", { text: `Generation ${g.id}` }), list, label, ...parts);
+  if (g.pace && g.pace.length > 1) replayAtPace(g, label, output, reasoning);
 }
 
-function replayAtPace(g, output) {
-  // the record keeps the text and the time it took: the text is shown again at that pace
-  const text = g.output_text;
-  const total = Math.min(g.duration_ms || 0, 10000);
-  if (!text || total < 50) return;
+function replayAtPace(g, label, output, reasoning) {
+  // the record keeps [ms since the request, answer characters, reasoning characters] at each of the
+  // gateway's flusher rounds (0.2 s) while it streamed: the stream is shown again at that pace, from
+  // the request on (its time to first token and its pauses included)
+  const pace = g.pace, answer = Array.from(g.output_text), thought = Array.from(g.reasoning_text || "");
   const button = el("button", { type: "button", id: "replay", text: "Replay at its pace" });
-  output.before(button);
+  const clock = el("span", { id: "replay-clock" });
+  label.after(el("p", {}, button, " ", clock));
   button.addEventListener("click", () => {
-    output.textContent = "";
-    const began = performance.now();
-    const step = () => {
-      const share = Math.min(1, (performance.now() - began) / total);
-      output.textContent = text.slice(0, Math.ceil(text.length * share));
-      if (share < 1) requestAnimationFrame(step);
-    };
-    requestAnimationFrame(step);
+    const began = performance.now(), end = pace[pace.length - 1][0];
+    button.disabled = true;
+    // a timer, not animation frames: those are throttled in a tab that is not in front
+    const ticker = setInterval(() => {
+      const t = performance.now() - began;
+      const [a, r] = charactersAt(pace, t);
+      output.textContent = answer.slice(0, a).join("");
+      if (reasoning) reasoning.textContent = thought.slice(0, r).join("");
+      clock.textContent = `${(Math.min(t, end) / 1000).toFixed(1)} s of ${(end / 1000).toFixed(1)} s`;
+      if (t >= end) {
+        clearInterval(ticker);
+        button.disabled = false;
+      }
+    }, 40);
   });
+}
+
+function charactersAt(pace, t) {
+  // linear between the two samples around `t`: a flat stretch (a pause) stays flat
+  if (t < pace[0][0]) return [0, 0];
+  let i = 0;
+  while (i + 1 < pace.length && pace[i + 1][0] <= t) i++;
+  if (i + 1 === pace.length) return [pace[i][1], pace[i][2]];
+  const [t0, a0, r0] = pace[i], [t1, a1, r1] = pace[i + 1];
+  const f = t1 > t0 ? (t - t0) / (t1 - t0) : 1;
+  return [Math.floor(a0 + (a1 - a0) * f), Math.floor(r0 + (r1 - r0) * f)];
 }
 
 function barChart(id, title, rows, value) {

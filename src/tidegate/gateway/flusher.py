@@ -1,9 +1,11 @@
-"""One owned task flushes every running generation's event logs (at least every 250 ms).
+"""One owned task visits every running generation each round (at least every 250 ms): it samples
+the generation's pace (how much had come by then: the console replays it) and flushes the event logs
+of those that keep them.
 
 A task per generation would wake 5 times a second per open stream: at thousands of slow streams that
 is tens of thousands of wake-ups a second for nothing. Here one loop visits the registered recorders
-(only generations that keep logs register) and flushes those with something pending; a slow store
-delays the next round, never a stream.
+and flushes those with something pending; a slow store delays the next round, never a stream. Nothing
+here runs per chunk: a visit reads two list lengths.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Protocol
 
 from .. import metrics
@@ -24,6 +27,8 @@ class Flushable(Protocol):
     def has_pending(self) -> bool: ...
 
     async def flush(self) -> None: ...
+
+    def sample_pace(self, now: float) -> None: ...
 
 
 class LogFlusher:
@@ -45,7 +50,9 @@ class LogFlusher:
         while True:
             await asyncio.sleep(self.interval_s)
             started, flushed = loop.time(), False
+            now = time.monotonic()  # the recorders' clock
             for key, member in list(self._members.items()):
+                member.sample_pace(now)
                 if not member.has_pending:
                     continue
                 flushed = True

@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from array import array
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 from typing import Any
 
 from .. import metrics, tracing
@@ -50,6 +52,8 @@ from .flusher import LogFlusher
 from .usage import cost_of, estimate_usage, rough_usage, tokenizer_ready
 
 _log = logging.getLogger("tidegate.recorder")
+# the pace's samples kept (a flusher round each: 48 s of stream at 0.2 s); past that every other one goes
+PACE_SAMPLES = 240
 
 
 @dataclass(slots=True)
@@ -79,13 +83,36 @@ class Recorder:
     _flusher: LogFlusher | None = None
     _flushing: asyncio.Future[None] | None = None  # the flusher's batch being written
     _changed: asyncio.Event | None = None
+    # (ms since the request, text deltas, reasoning deltas) per flusher round; characters at the end
+    _pace: array[int] = field(default_factory=lambda: array("i"))
 
     def start_flushing(self, flusher: LogFlusher) -> None:
-        """From now on the shared flusher writes this generation's logs (its record is durable). A
-        generation that keeps no logs never has anything pending: the flusher never visits it."""
-        if self.keeps_logs:
-            self._flusher = flusher
-            flusher.register(self.record.id, self)
+        """From now on the shared flusher visits this generation each round (its record is durable):
+        it samples the pace, and writes the logs of one that keeps them (the others never have any)."""
+        self._flusher = flusher
+        flusher.register(self.record.id, self)
+
+    def sample_pace(self, now: float) -> None:
+        """How many deltas had come by `now` (`time.monotonic()`): the flusher's round calls it, never
+        a chunk. A run of unchanged samples keeps only its two ends (a pause); a long stream's samples
+        thin to every other one, so the pace stays at most PACE_SAMPLES long."""
+        pace = self._pace
+        if not pace:
+            return  # nothing came yet: the pace starts at the first token (`_mark_first_token`)
+        text, reasoning = len(self.text), len(self.reasoning)
+        ms = int((now - self.started_at) * 1000)
+        if len(pace) >= 6 and pace[-2] == pace[-5] == text and pace[-1] == pace[-4] == reasoning:
+            pace[-3] = ms
+            return
+        if len(pace) >= 3 * PACE_SAMPLES:
+            self._pace = pace = array("i", [v for i in range(0, len(pace), 6) for v in pace[i : i + 3]])
+        pace.extend((ms, text, reasoning))
+
+    def _pace_in_characters(self) -> list[list[int]]:
+        """The record's `pace`: each sample's delta counts as characters of the answer and reasoning."""
+        text_ends, reasoning_ends = [0, *accumulate(map(len, self.text))], [0, *accumulate(map(len, self.reasoning))]
+        pace = self._pace
+        return [[pace[i], text_ends[pace[i + 1]], reasoning_ends[pace[i + 2]]] for i in range(0, len(pace), 3)]
 
     @property
     def frames_logged(self) -> int:
@@ -250,6 +277,7 @@ class Recorder:
         if self._first_token_at is None:
             self._first_token_at = time.monotonic()
             self.record.ttft_ms = round((self._first_token_at - self.started_at) * 1000, 3)
+            self._pace.extend((int(self.record.ttft_ms), 0, 0))
 
     @property
     def produced(self) -> bool:
@@ -305,6 +333,7 @@ class Recorder:
         error: Failed | dict[str, Any] | None = None,
     ) -> GenerationRecord:
         rec = self.record
+        self.sample_pace(time.monotonic())  # the stream's end: the pace's last sample
         try:
             await self._outcome(status, provider, served_model, attempts, error)
         except Exception:  # whatever failed, the generation still ends and its record is final
@@ -374,6 +403,8 @@ class Recorder:
             rec.served_model = served_model
         rec.attempts = attempts
         rec.output_text = self.output_text
+        rec.reasoning_text = "".join(self.reasoning)
+        rec.pace = self._pace_in_characters() if self._pace else None
         rec.finish_reason = self.finish_reason if status == "completed" else (self.finish_reason or "error")
         if status != "completed" and rec.finish_reason != "error":
             rec.finish_reason = "error"

@@ -169,6 +169,10 @@ class GenerationRecord:
     route_reason: str | None = None  # why these routes, in this order (CONTRACT §12); written once at begin
     # buffered MCP generations: each call's server, tool, arguments size, duration and error (§13)
     mcp_calls: list[dict[str, Any]] | None = None
+    reasoning_text: str = ""  # the readable reasoning, apart from the answer (the console shows both)
+    # [ms since the request, answer characters, reasoning characters] at each flusher round while it
+    # streamed: the pace the console replays it at (gateway/recorder.py, `sample_pace`)
+    pace: list[list[int]] | None = None
 
     def public(self) -> dict[str, Any]:
         """The JSON of `GET /api/v1/generations/{id}` (CONTRACT §7)."""
@@ -189,6 +193,8 @@ class GenerationRecord:
             "ttft_ms": self.ttft_ms,
             "duration_ms": self.duration_ms,
             "route_reason": self.route_reason,
+            "reasoning_text": self.reasoning_text,
+            "pace": self.pace,
             **({"mcp_calls": self.mcp_calls} if self.mcp_calls is not None else {}),
         }
 

@@ -91,6 +91,7 @@ def _quote_ident(name: str) -> str:
 def _params(r: GenerationRecord) -> tuple[Any, ...]:
     params = list(record_params(r))
     params[15] = r.output_text.replace("\x00", "\ufffd")  # PostgreSQL text cannot hold NUL
+    params[20] = r.reasoning_text.replace("\x00", "\ufffd")
     return tuple(params)
 
 

@@ -11,9 +11,9 @@ from .base import ApiKey, GenerationRecord, usage_dict, usage_from_dict
 GEN_COLUMNS = (
     "id, key_id, model, door, created_at, status, idempotency_key, request_hash, provider, served_model, "
     "attempts, finish_reason, usage, usage_estimated, cost, output_text, error, ttft_ms, duration_ms, mcp_calls, "
-    "owner, route_reason"
+    "reasoning_text, pace, owner, route_reason"
 )
-GEN_COUNT = 22
+GEN_COUNT = 24
 
 
 def recent_sql(placeholder: str, by_key: bool) -> str:
@@ -31,12 +31,12 @@ KEY_COLUMNS = "id, name, secret_hash, created_at, credits, spent, revoked, setti
 # column named in SET rewrites the index entries over it (`created_at`) even when the value is equal.
 FINAL_COLUMNS = (
     "status, provider, served_model, attempts, finish_reason, usage, usage_estimated, cost, output_text, "
-    "error, ttft_ms, duration_ms, mcp_calls"
+    "error, ttft_ms, duration_ms, mcp_calls, reasoning_text, pace"
 )
 
 
 def _outcome(r: GenerationRecord) -> tuple[Any, ...]:
-    """The record's FINAL_COLUMNS values; `usage`, `error` and `mcp_calls` as JSON text."""
+    """The record's FINAL_COLUMNS values; `usage`, `error`, `mcp_calls` and `pace` as JSON text."""
     return (
         r.status,
         r.provider,
@@ -51,6 +51,8 @@ def _outcome(r: GenerationRecord) -> tuple[Any, ...]:
         r.ttft_ms,
         r.duration_ms,
         orjson.dumps(r.mcp_calls).decode() if r.mcp_calls is not None else None,
+        r.reasoning_text,
+        orjson.dumps(r.pace).decode() if r.pace is not None else None,
     )
 
 
@@ -99,8 +101,10 @@ def record_from_row(row: Any) -> GenerationRecord:
         ttft_ms=row[17],
         duration_ms=row[18],
         mcp_calls=orjson.loads(row[19]) if row[19] else None,
-        owner=row[20],
-        route_reason=row[21],
+        reasoning_text=row[20] or "",
+        pace=orjson.loads(row[21]) if row[21] else None,
+        owner=row[22],
+        route_reason=row[23],
     )
 
 

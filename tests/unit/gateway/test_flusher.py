@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from pathlib import Path
 
-from tidegate.events import TextDelta
+from tidegate.events import ReasoningDelta, TextDelta
 from tidegate.gateway.flusher import LogFlusher
-from tidegate.gateway.recorder import Recorder
+from tidegate.gateway.recorder import PACE_SAMPLES, Recorder
 from tidegate.store.base import LOG_EVENT, LOG_FRAME, GenerationRecord
 from tidegate.store.sqlite import SQLiteStore
 
@@ -62,3 +63,56 @@ async def test_generation_without_idempotency_key_writes_no_logs(tmp_path: Path)
     assert stored is not None and stored.output_text == "hello" and stored.status == "completed"
     await flusher.aclose()
     await store.close()
+
+
+async def test_the_rounds_sample_the_pace_the_record_keeps(tmp_path: Path) -> None:
+    """Reasoning for ~0.2 s, a pause of ~0.4 s, then the answer for ~0.2 s: the stored pace starts at
+    the first token with nothing, only grows, keeps a pause as its two ends, and ends with every
+    character of both; the reasoning is stored apart from the answer."""
+    store = SQLiteStore(f"sqlite:///{tmp_path / 't.db'}")
+    await store.open()
+    flusher = LogFlusher(interval_s=0.02)
+    record = GenerationRecord(id="paced", key_id="k", model="m", door="chat", created_at=time.time())
+    await store.create_generation(record)
+    rec = Recorder(store=store, record=record, messages=[], pricing=None)
+    rec.start_flushing(flusher)
+    for i in range(10):
+        rec.observe(ReasoningDelta(f"think{i} "))
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.4)
+    for i in range(10):
+        rec.observe(TextDelta(f"word{i} "))
+        await asyncio.sleep(0.02)
+    await rec.finish("completed")
+    stored = await store.get_generation("paced")
+    assert stored is not None and stored.pace is not None
+    assert stored.reasoning_text == "".join(f"think{i} " for i in range(10))
+    assert stored.output_text == "".join(f"word{i} " for i in range(10))
+    pace = stored.pace
+    assert pace[0] == [int(stored.ttft_ms or 0), 0, 0]
+    assert pace[-1][1:] == [len(stored.output_text), len(stored.reasoning_text)]
+    for before, after in itertools.pairwise(pace):
+        assert after[0] >= before[0] and after[1] >= before[1] and after[2] >= before[2]
+    # the pause: all reasoning, no answer, for ~0.4 s, kept as one flat stretch of two samples
+    flat = [p for p in pace if p[1] == 0 and p[2] == len(stored.reasoning_text)]
+    assert len(flat) == 2 and 300 <= flat[1][0] - flat[0][0] <= 700
+    assert 6 <= len(pace) <= 40  # a sample per round, not per delta
+    assert "paced" not in flusher._members
+    await flusher.aclose()
+    await store.close()
+
+
+def test_a_long_streams_pace_stays_bounded() -> None:
+    """An hour of rounds with text arriving at each: at most PACE_SAMPLES samples, first and last kept
+    in order (the thinning drops every other one)."""
+    record = GenerationRecord(id="long", key_id="k", model="m", door="chat", created_at=time.time())
+    rec = Recorder(store=None, record=record, messages=[], pricing=None)  # type: ignore[arg-type]  # never stored here
+    rec.observe(TextDelta("a"))
+    start = rec.started_at
+    for second in range(1, 3600 * 5):
+        rec.observe(TextDelta("b"))
+        rec.sample_pace(start + second / 5)
+    pace = rec._pace_in_characters()
+    assert len(pace) <= PACE_SAMPLES
+    assert pace[0][1] == 0 and pace[-1][1:] == [3600 * 5, 0] and abs(pace[-1][0] - 3599_800) <= 1
+    assert [p[0] for p in pace] == sorted(p[0] for p in pace)

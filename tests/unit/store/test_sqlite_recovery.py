@@ -72,6 +72,8 @@ async def test_a_database_from_before_loses_its_dropped_indexes_and_its_running_
         db.execute("DROP TABLE leases")
         db.execute("ALTER TABLE generations DROP COLUMN route_reason")  # 0005_routing came after them
         db.execute("ALTER TABLE generations DROP COLUMN mcp_calls")  # and 0007_mcp_calls
+        for column in ("reasoning_text", "pace"):  # and 0008_reasoning_pace
+            db.execute(f"ALTER TABLE generations DROP COLUMN {column}")
         db.execute("DROP TABLE reservations")  # and 0006_keys
         for column in ("settings", "period_start", "rpm_tat", "tpm_tat"):
             db.execute(f"ALTER TABLE api_keys DROP COLUMN {column}")
