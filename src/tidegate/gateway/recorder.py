@@ -363,8 +363,9 @@ class Recorder:
             rec.status, rec.finish_reason, rec.error = "interrupted", "error", dict(INTERRUPTED_ERROR)
         metrics.REQUESTS.labels(rec.door, rec.model, rec.provider or "", rec.status).inc()
         if rec.status != "completed":
-            code = str((rec.error or {}).get("code") or rec.status)
-            metrics.STREAM_FAILURES.labels(code, rec.provider or str((rec.error or {}).get("provider") or "")).inc()
+            error = rec.error or {}
+            provider = rec.provider or str(error.get("provider") or "")
+            metrics.STREAM_FAILURES.labels(str(error.get("code") or rec.status), provider).inc()
         metrics.CHUNKS.labels(rec.model).inc(len(self.text) + len(self.reasoning) + len(self.tool_args))
         metrics.TOKENS.labels(rec.model, "prompt").inc(rec.usage.prompt_tokens)
         metrics.TOKENS.labels(rec.model, "completion").inc(rec.usage.completion_tokens)

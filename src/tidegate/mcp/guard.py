@@ -42,7 +42,7 @@ def _match(pattern: str, host: str, port: int) -> tuple[bool, bool]:
     return p_host == host, True
 
 
-def _internal(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+def _internal(addr: Address) -> bool:
     if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
         addr = addr.ipv4_mapped
     return not addr.is_global or addr.is_multicast

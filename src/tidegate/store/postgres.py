@@ -88,10 +88,13 @@ def _quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+_TEXTS = tuple(_GEN_NAMES.index(c) for c in ("output_text", "reasoning_text"))  # model output: any character
+
+
 def _params(r: GenerationRecord) -> tuple[Any, ...]:
     params = list(record_params(r))
-    params[15] = r.output_text.replace("\x00", "\ufffd")  # PostgreSQL text cannot hold NUL
-    params[20] = r.reasoning_text.replace("\x00", "\ufffd")
+    for i in _TEXTS:
+        params[i] = params[i].replace("\x00", "\ufffd")  # PostgreSQL text cannot hold NUL
     return tuple(params)
 
 

@@ -69,10 +69,11 @@ async def test_postgres_keeps_a_record_whose_text_has_nul() -> None:
     try:
         rec = GenerationRecord(id="gen_nul", key_id="k", model="m", door="chat", created_at=time.time())
         await store.create_generation(rec)
-        rec.output_text, rec.status = "a\x00b", "completed"
+        rec.output_text, rec.reasoning_text, rec.status = "a\x00b", "c\x00d", "completed"
         await store.update_generation(rec)  # would fail without the replacement, leaving it in_progress
         got = await store.get_generation("gen_nul")
         assert got is not None and got.status == "completed" and got.output_text == "a\ufffdb"
+        assert got.reasoning_text == "c\ufffdd"
     finally:
         await store.close()
         await drop_schema(base, schema)
