@@ -152,6 +152,9 @@ def test_a_paused_gateway_that_lost_its_lease_does_not_overwrite_interrupted(sto
             stream = RawStream(a.base_url, NATIVE, _native("pause"), {**a.headers, "Idempotency-Key": idem})
             stream.read_events(3)
             gid = stream.headers["x-generation-id"]
+            # stopped in the silence, once its flusher has written those events: a process stopped inside
+            # a SQLite write transaction holds the file's write lock, and no gateway could sweep then
+            time.sleep(0.4)
             os.kill(a.proc.pid, signal.SIGSTOP)
             try:
                 status, waited = _wait_status(b, gid, SWEPT_WITHIN_S)
