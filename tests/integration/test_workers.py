@@ -33,7 +33,10 @@ def store_only_config(workdir: Path) -> str:
 def children(pid: int) -> list[int]:
     out: list[int] = []
     for task in Path(f"/proc/{pid}/task").iterdir():
-        out += [int(c) for c in (task / "children").read_text().split()]
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except FileNotFoundError:  # a thread that ended since the listing (the supervisor's own come and go)
+            continue
     return out
 
 
