@@ -15,7 +15,8 @@ silence:s (two chunks, s seconds of nothing, then the rest), error-first, error-
 invalid-json, oversize, slow[:interval] (a chunk every interval until the client goes away).
 parallel-tools (text, then two interleaved calls with the same names and arguments as the Anthropic
 emulator's `tools` scenario: the cross-provider conformance suite compares them), eof-mid (three
-chunks, then a clean end of the body: no finish chunk, no [DONE]), mcp-agent (calls the tool the user
+chunks, then a clean end of the body: no finish chunk, no [DONE]), overbill:n (text whose usage
+reports n completion tokens: a hostile or mistaken bill), mcp-agent (calls the tool the user
 names, then answers with its result: the gateway's MCP loop).
 
 Every request is recorded (body, headers, the data payloads sent, when the client connection closed)
@@ -259,7 +260,8 @@ class OpenAIUpstream:
         opts = rec.body.get("stream_options")
         return isinstance(opts, dict) and opts.get("include_usage") is True
 
-    def _usage_chunk(self, rec: Recorded, model: str, reasoning: int = 0) -> bytes:
+    def _usage_chunk(self, rec: Recorded, model: str, reasoning: int = 0, completion: int | None = None) -> bytes:
+        completion = 7 + reasoning if completion is None else completion
         return _dumps(
             {
                 "id": f"chatcmpl-emu{rec.n}",
@@ -270,8 +272,8 @@ class OpenAIUpstream:
                 "choices": [],
                 "usage": {
                     "prompt_tokens": 11,
-                    "completion_tokens": 7 + reasoning,
-                    "total_tokens": 18 + reasoning,
+                    "completion_tokens": completion,
+                    "total_tokens": 11 + completion,
                     "prompt_tokens_details": {"cached_tokens": 3, "audio_tokens": 0},
                     "completion_tokens_details": {"reasoning_tokens": reasoning, "audio_tokens": 0},
                 },
@@ -323,7 +325,7 @@ class OpenAIUpstream:
 
         usage_on = self._include_usage(rec)
         chunk = self._chunk
-        if scenario in ("text", "no-usage", "no-done", "headers-then-silence", "silence"):
+        if scenario in ("text", "no-usage", "no-done", "headers-then-silence", "silence", "overbill"):
             payloads = self._text_chunks(rec, model)
             if scenario == "headers-then-silence":
                 if not await self._sleep(request, rec, arg if arg is not None else 30.0):
@@ -335,7 +337,8 @@ class OpenAIUpstream:
                 payloads = payloads[2:]
             await send_all(payloads)
             if usage_on and scenario != "no-usage":
-                await self._send(request, response, rec, self._usage_chunk(rec, model))
+                billed = int(arg) if scenario == "overbill" and arg is not None else None
+                await self._send(request, response, rec, self._usage_chunk(rec, model, completion=billed))
             if scenario == "no-done":
                 rec.completed = True
                 await response.write_eof()

@@ -46,6 +46,9 @@ routes = [{{ provider = "emu", model = "late-text:3" }}]
 pricing = {{ prompt = 0, completion = 1000 }}
 [models.ticking]
 routes = [{{ provider = "emu", model = "slow:0.2" }}]
+[models.overbilled]
+routes = [{{ provider = "emu", model = "overbill:5000000" }}]
+pricing = {{ prompt = 0, completion = 1000 }}
 [models.other]
 routes = [{{ provider = "emu", model = "text" }}]
 max_output_tokens = 50
@@ -200,6 +203,48 @@ def test_credit_for_exactly_ten_reservations_admits_ten_of_a_hundred(
     assert [g["group"] for g in by_model] == ["held"]
     bad = httpx.get(gateway.base_url + "/api/v1/usage", params={"group_by": "colour"}, headers=_master(gateway))
     assert _error(bad) == (400, "invalid_request")
+
+
+def _overrun_bounded(gateways: list[ServerProcess]) -> None:
+    """30 concurrent streams of a $0.01 key (ten reservations of one token), each billed five million
+    completion tokens by the upstream: the key's spend stops at its credits, never past them."""
+    key = _create(gateways[0], credits=0.01)
+
+    async def burst() -> list[httpx.Response]:
+        body = {"model": "overbilled", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+        headers = {"Authorization": f"Bearer {key['key']}"}
+        async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=100)) as client:
+            sends = [
+                client.post(gateways[i % len(gateways)].base_url + CHAT, json={**body, "stream": True}, headers=headers)
+                for i in range(30)
+            ]
+            return list(await asyncio.gather(*sends))
+
+    answers = asyncio.run(burst())
+    assert {r.status_code for r in answers} <= {200, 402} and any(r.status_code == 200 for r in answers)
+    settled = httpx.get(gateways[0].base_url + KEYS + "/" + key["id"], headers=_master(gateways[0])).json()
+    assert settled["reserved"] == 0 and settled["spent"] == pytest.approx(0.01), settled
+    assert settled["spent"] <= settled["credits"] + 1e-12
+    after = _chat(gateways[-1], key["key"], model="overbilled", max_tokens=1)
+    assert _error(after) == (402, "insufficient_credits")
+    log = b"".join(g.log_path.read_bytes() for g in gateways)
+    assert b"more than the $0.001000 reserved for it" in log
+
+
+@pytest.fixture(params=["sqlite", "redis", "postgres"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with shared_store_url(request.param, tmp_path, "overrun") as url:
+        yield url
+
+
+def test_a_provider_that_overbills_cannot_overspend_a_key(tmp_path: Path, emu: OpenAIUpstream, any_store: str) -> None:
+    config = _config(any_store, emu)
+    gateways = [start_server(tmp_path / f"gw{i}", config) for i in range(2)]
+    try:
+        _overrun_bounded(gateways)
+    finally:
+        for g in gateways:
+            g.stop()
 
 
 def test_rate_limit_headers_and_a_retry_at_retry_after_succeeds(gateway: ServerProcess) -> None:

@@ -6,11 +6,16 @@ reserves its worst case in the store (store/admit.py: every instance's reservati
 transaction), or gets 402 / 429 before anything starts. At the end `Ticket.settle` replaces the
 reservation by the record's cost and the tokens limit by the tokens used. A key with neither credits
 nor limits costs no store round trip before the upstream call.
+
+The charge never takes a balance below zero (store/admit.py `charge`): a generation that cost more
+than its reservation is charged up to the key's credits and the rest is logged, not billed
+(docs/keys.md, "How credits are charged").
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -24,6 +29,8 @@ from ..request import GenerationRequest
 from ..store.admit import Ask, Decision, period_floor
 from ..store.base import ApiKey, GenerationStore
 from .usage import _PIECE_CHARS, _message_text, cost_of, estimate_prompt_tokens, tokenizer_ready
+
+_log = logging.getLogger("tidegate.keys")
 
 DEFAULT_OUTPUT_CAP = 4096  # CONTRACT §11: when neither the request nor the catalog names a cap
 
@@ -39,6 +46,7 @@ class Ticket:
     clock: Callable[[], float]
     headers: dict[str, str] | None = None  # X-RateLimit-* for the answer
     reserved: bool = False
+    amount: float | None = None  # USD reserved, for a key with credits
     settled: bool = False
 
     async def settle(self, cost: float, tokens: int) -> None:
@@ -46,6 +54,15 @@ class Ticket:
             self.settled = True
             return
         self.settled = True
+        if self.amount is not None and cost > self.amount + 1e-9:
+            _log.warning(
+                "generation %s cost $%.6f, more than the $%.6f reserved for it; key %s is charged at most"
+                " its remaining credits",
+                self.generation_id,
+                cost,
+                self.amount,
+                self.key_id,
+            )
         floor = period_floor(self.budget_period, self.clock())
         await self.store.settle(self.key_id, self.generation_id, cost, tokens, floor)
 
@@ -119,6 +136,7 @@ class Admission:
             metrics.LIMIT_REJECTIONS.labels(decision.refusal or "credits").inc()
             raise refusal(decision, amount, ask.tokens, key, headers)
         ticket.reserved, ticket.headers = True, headers
+        ticket.amount = amount if key.credits is not None else None
         return ticket
 
 

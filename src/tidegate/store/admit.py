@@ -15,6 +15,11 @@ row small whatever the limit.
 Reservations live in their own rows, each naming the gateway process that holds it: one whose lease
 expired (CONTRACT §10: it crashed) no longer counts and is deleted by the next admission of its key,
 so a crash never leaks credits or a concurrency slot.
+
+Settlement charges what the generation cost, but never past the key's credits (`charge`): a provider
+that bills more than the reservation assumed (an answer longer than the assumed output cap, a prompt
+the provider counts higher, or a hostile usage report) cannot push a balance below zero, whatever
+runs concurrently, because the cap is applied in the same store transaction that adds the cost.
 """
 
 from __future__ import annotations
@@ -136,6 +141,15 @@ def decide(c: Counters, ask: Ask, now: float) -> Decision:
     c.reserved += ask.amount
     c.live += 1
     return d
+
+
+def charge(spent: float, cost: float, credits: float | None) -> float:
+    """The key's `spent` after a generation of `cost` settles: never past its credits (an admin who
+    lowered the credits below what is spent does not refund it either)."""
+    total = spent + cost
+    if credits is None or total <= credits:
+        return total
+    return max(spent, credits)
 
 
 def correct_tokens(tpm_tat: float, tpm: int | None, reserved_tokens: int, used_tokens: int) -> float:

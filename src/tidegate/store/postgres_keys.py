@@ -9,7 +9,7 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]
 import orjson
 
-from .admit import Ask, Counters, Decision, correct_tokens, decide, roll_period
+from .admit import Ask, Counters, Decision, charge, correct_tokens, decide, roll_period
 from .base import ApiKey
 from .rows import FAILED_STATUSES, KEY_COLUMNS, USAGE_GROUPS, key_from_row, key_params, usage_row
 
@@ -111,7 +111,7 @@ async def settle(pool: asyncpg.Pool, key_id: str, generation_id: str, cost: floa
     async with pool.acquire() as conn, conn.transaction():
         held = await conn.fetchval("DELETE FROM reservations WHERE generation_id = $1 RETURNING tokens", generation_id)
         row = await conn.fetchrow(
-            "SELECT spent, period_start, settings, tpm_tat FROM api_keys WHERE id = $1 FOR UPDATE", key_id
+            "SELECT spent, period_start, settings, tpm_tat, credits FROM api_keys WHERE id = $1 FOR UPDATE", key_id
         )
         if row is None:
             return
@@ -121,7 +121,7 @@ async def settle(pool: asyncpg.Pool, key_id: str, generation_id: str, cost: floa
         await conn.execute(
             "UPDATE api_keys SET spent = $2, period_start = $3, tpm_tat = $4 WHERE id = $1",
             key_id,
-            spent + float(cost),
+            charge(spent, float(cost), None if row[4] is None else float(row[4])),
             period_start,
             tpm_tat,
         )

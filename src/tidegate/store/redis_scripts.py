@@ -109,11 +109,13 @@ SETTLE = """
 local held = redis.call('HGET', KEYS[2], ARGV[1])
 if held then redis.call('HDEL', KEYS[2], ARGV[1]) end
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local v = redis.call('HMGET', KEYS[1], 'spent', 'period_start', 'settings', 'tpm_tat')
+local v = redis.call('HMGET', KEYS[1], 'spent', 'period_start', 'settings', 'tpm_tat', 'credits')
 local spent, period_start = tonumber(cjson.decode(v[1] or '0')), tonumber(cjson.decode(v[2] or '0'))
 local floor = tonumber(ARGV[4])
 if floor > period_start then spent, period_start = 0, floor end
-spent = spent + tonumber(ARGV[2])
+-- store/admit.py `charge`: never past the credits
+local total, credits = spent + tonumber(ARGV[2]), v[5] and v[5] ~= 'null' and tonumber(v[5])
+if credits and total > credits then spent = math.max(spent, credits) else spent = total end
 redis.call('HSET', KEYS[1], 'spent', string.format('%.17g', spent), 'period_start', tostring(period_start))
 if held then
   local settings = v[3] and cjson.decode(v[3]) or {}

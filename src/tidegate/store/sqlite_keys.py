@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from .admit import Ask, Counters, Decision, correct_tokens, decide, roll_period
+from .admit import Ask, Counters, Decision, charge, correct_tokens, decide, roll_period
 from .base import ApiKey
 from .rows import FAILED_STATUSES, KEY_COLUMNS, USAGE_GROUPS, key_from_row, key_params, usage_row
 
@@ -87,7 +87,9 @@ def admit(db: sqlite3.Connection, ask: Ask, now: float) -> Decision:
 
 def settle(db: sqlite3.Connection, key_id: str, generation_id: str, cost: float, tokens: int, floor: float) -> None:
     held = db.execute("DELETE FROM reservations WHERE generation_id = ? RETURNING tokens", (generation_id,)).fetchone()
-    row = db.execute("SELECT spent, period_start, settings, tpm_tat FROM api_keys WHERE id = ?", (key_id,)).fetchone()
+    row = db.execute(
+        "SELECT spent, period_start, settings, tpm_tat, credits FROM api_keys WHERE id = ?", (key_id,)
+    ).fetchone()
     if row is None:
         return
     spent, period_start = (0.0, floor) if floor > row[1] else (row[0], row[1])
@@ -95,7 +97,7 @@ def settle(db: sqlite3.Connection, key_id: str, generation_id: str, cost: float,
     tpm_tat = correct_tokens(row[3], tpm, held[0], tokens) if held is not None else row[3]
     db.execute(
         "UPDATE api_keys SET spent = ?, period_start = ?, tpm_tat = ? WHERE id = ?",
-        (spent + cost, period_start, tpm_tat, key_id),
+        (charge(spent, cost, row[4]), period_start, tpm_tat, key_id),
     )
 
 
