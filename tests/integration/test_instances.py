@@ -118,6 +118,85 @@ def test_a_killed_gateways_generation_is_interrupted_by_another_without_a_restar
             b.stop()
 
 
+# each door's keyed stream, and how its failure ending reads (CONTRACT §4)
+_DOORS: dict[str, tuple[str, dict[str, Any]]] = {
+    "chat": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Count slowly."}]}),
+    "responses": ("/v1/responses", {"input": "Count slowly."}),
+    "native": (NATIVE, {"input": "Count slowly."}),
+}
+
+
+def _failure_ending(door: str, result: Any) -> dict[str, Any]:
+    """The last event of a resumed stream, which must be the door's failure ending (no `[DONE]`)."""
+    assert result.status == 200 and result.events, result.raw
+    last = result.events[-1]
+    assert not result.done, result.raw[-300:]
+    data = orjson.loads(last.data)
+    if door == "chat":
+        assert data["choices"][0]["finish_reason"] == "error" and data["error"]["code"] == "interrupted"
+        return dict(data)
+    if door == "responses":
+        assert last.event == "response.failed" and data["response"]["status"] == "failed"
+        assert data["response"]["error"]["code"] == "interrupted"
+        return dict(data)
+    assert last.event == "error" and data["error"]["code"] == "interrupted"
+    return dict(data)
+
+
+def test_a_killed_gateways_streams_resume_with_their_failure_on_every_door(store_url: str, tmp_path: Path) -> None:
+    """SIGKILL the owner mid-stream: a resume on another gateway that follows it live, and one after
+    the sweep, get the flushed frames and then the door's own failure ending; the record keeps who
+    served and the partial output (CONTRACT §7, §10)."""
+    with OpenAIUpstream() as emu:
+        config = _config(store_url, emu)
+        a, b = _start(tmp_path, "a", config), _start(tmp_path, "b", config)
+        try:
+            streams: dict[str, tuple[RawStream, str, dict[str, Any]]] = {}
+            for door, (path, body) in _DOORS.items():
+                idem = f"kill-{door}-" + uuid.uuid4().hex
+                full = {"model": "slow", "stream": True, **body}
+                stream = RawStream(a.base_url, path, full, {**a.headers, "Idempotency-Key": idem})
+                assert stream.status == 200
+                stream.read_events(8)
+                streams[door] = (stream, idem, full)
+            time.sleep(0.6)  # flushed at least every 250 ms
+            followers: dict[str, list[Any]] = {door: [] for door in _DOORS}
+
+            def follow(door: str) -> None:
+                stream, idem, body = streams[door]
+                headers = {**b.headers, "Idempotency-Key": idem, "Accept": "text/event-stream", "Last-Event-ID": "2"}
+                followers[door].append(stream_sse(b.base_url + _DOORS[door][0], body, headers, timeout=30))
+
+            threads = [threading.Thread(target=follow, args=(door,)) for door in _DOORS]
+            for t in threads:
+                t.start()
+            time.sleep(0.3)
+            a.kill()  # SIGKILL: no shutdown, no ending written
+            for t in threads:
+                t.join(30)
+            for door, (stream, idem, body) in streams.items():
+                stream.close()
+                (live,) = followers[door]
+                _failure_ending(door, live)
+                assert live.headers["x-provider"] == "emu" and live.headers["x-provider-attempts"] == "1", door
+                assert live.headers["x-served-model"] == "slow:0.05"
+                assert live.events[0].id == "3", door  # from just after the Last-Event-ID
+                gid = live.headers["x-generation-id"]
+                record = _record(b, gid)
+                assert record["status"] == "interrupted", record
+                assert record["output_text"].startswith("tick0 tick1 "), (door, record)
+                assert record["provider"] == "emu" and record["attempts"] == 1, (door, record)
+                # a later resume, after the sweep: the same frames and the same ending
+                headers = {**b.headers, "Idempotency-Key": idem, "Accept": "text/event-stream", "Last-Event-ID": "2"}
+                later = stream_sse(b.base_url + _DOORS[door][0], body, headers, timeout=30)
+                assert later.raw == live.raw, door
+            native_idem = streams["native"][1]
+            assert _replay(b, native_idem).json()["partial_output"] == _record(b, gid)["output_text"]
+        finally:
+            a.kill()
+            b.stop()
+
+
 def test_a_gateway_restarted_on_another_port_leaves_nothing_in_progress(store_url: str, tmp_path: Path) -> None:
     with OpenAIUpstream() as emu:
         config = _config(store_url, emu)

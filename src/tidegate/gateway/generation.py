@@ -162,6 +162,8 @@ class Gateway:
             route_reason,
         )
         relay = Relay(request, routes, settings, cancel, health, breakers, excluded)
+        if recorder.keeps_logs:
+            relay.on_commit = recorder.committed
         span = tracing.start_generation(request.model, generation_id, request.max_tokens, request.messages)
         recorder.span = relay.trace = span  # (None unless tracing is on)
         gen = Generation(

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, replace
 from itertools import accumulate
 from typing import Any
 
+import orjson
+
 from .. import metrics, tracing
 from ..config import Pricing
 from ..events import (
@@ -37,6 +39,7 @@ from ..events import (
 )
 from ..store.base import (
     INTERRUPTED_ERROR,
+    LOG_COMMIT,
     LOG_EVENT,
     LOG_FRAME,
     LOG_JSON,
@@ -80,6 +83,8 @@ class Recorder:
     _run_head: TextDelta | ReasoningDelta | None = None  # the first delta of a run not yet encoded
     _run_from: int = 0  # where the run's texts start in `text` (or in `reasoning`)
     _json: bytes | None = None
+    _commit: bytes | None = None  # who serves, not yet handed to the store
+    _commits: int = 0  # commits logged (an MCP loop commits once per turn)
     _flusher: LogFlusher | None = None
     _flushing: asyncio.Future[None] | None = None  # the flusher's batch being written
     _changed: asyncio.Event | None = None
@@ -126,6 +131,7 @@ class Recorder:
             or bool(self._events)
             or self._run_head is not None
             or self._json is not None
+            or self._commit is not None
         )
 
     def _end_text_run(self) -> None:
@@ -158,6 +164,10 @@ class Recorder:
         if self._json is not None:
             runs.append(LogRun(LOG_JSON, 0, [self._json]))
             self._json = None
+        if self._commit is not None:
+            runs.append(LogRun(LOG_COMMIT, self._commits, [self._commit]))
+            self._commits += 1
+            self._commit = None
         return runs
 
     def _restore_log(self, runs: list[LogRun]) -> None:
@@ -168,6 +178,9 @@ class Recorder:
             elif run.kind == LOG_EVENT:
                 self._events[:0] = run.items
                 self._events_flushed = run.first_seq
+            elif run.kind == LOG_COMMIT:
+                self._commits = run.first_seq
+                self._commit = self._commit or run.items[0]
             elif self._json is None:
                 self._json = run.items[0]
 
@@ -213,6 +226,13 @@ class Recorder:
         """Record one complete wire frame (a writer that renders one frame per event)."""
         self.frames.append(frame)
         self._notify()
+
+    def committed(self, provider: str, served_model: str, attempts: int) -> None:
+        """The answer committed (the relay's call, once per turn): who serves is logged with the next
+        flush, so a record whose gateway dies keeps provider, served model and attempts."""
+        if self.keeps_logs:
+            entry = {"provider": provider, "served_model": served_model, "attempts": attempts}
+            self._commit = orjson.dumps(entry)
 
     def log_json(self, body: bytes) -> None:
         if self.keeps_logs:

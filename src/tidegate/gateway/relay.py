@@ -122,6 +122,8 @@ class Relay:
         self.settings = settings
         self.cancel = cancel
         self.attempts = 0
+        # told who serves when the answer commits (the recorder logs it: gateway/recorder.py)
+        self.on_commit: Callable[[str, str, int], None] | None = None
         self.failures: list[RouteFailure] = []
         self.committed = False
         self.provider: str | None = None
@@ -183,6 +185,8 @@ class Relay:
         raise error
 
     def _report_commit(self) -> None:
+        if self.on_commit is not None:
+            self.on_commit(self.provider or "", self.served_model or "", self.attempts)
         attempt = self._attempt
         if attempt is not None and self.health is not None:
             self.health.succeeded(attempt[0], asyncio.get_running_loop().time() - attempt[2])

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from ..errors import GenerationNotFound, InvalidRequest, quote
+from ..gateway.recovery import recovered
 from ..store.base import ApiKey
 from .http import Request
 from .state import AppState
@@ -14,6 +15,7 @@ async def get_generation(req: Request, state: AppState, key: ApiKey) -> None:
     record = await state.store.get_generation(gid)
     if record is None or (record.key_id != key.id and not key.is_master):
         raise GenerationNotFound(f"no generation {quote(gid)} for this API key")
+    record = await recovered(state.store, record)
     await req.respond_json(200, record.public())
 
 

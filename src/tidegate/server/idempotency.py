@@ -17,7 +17,10 @@ from typing import Any
 import orjson
 
 from ..errors import GenerationInProgress, IdempotencyKeyReused, InvalidRequest
-from ..store.base import LOG_FRAME, LOG_JSON, BeginResult, GenerationRecord
+from ..gateway.eventlog import decode_event
+from ..gateway.recovery import recovered, who_served
+from ..store.base import LOG_EVENT, LOG_FRAME, LOG_JSON, BeginResult, GenerationRecord
+from .endings import crash_ending, has_ending
 from .http import Request
 from .state import AppState
 
@@ -121,10 +124,38 @@ async def follow_frames(state: AppState, generation_id: str, after: int) -> Asyn
 
 
 async def stream_frames(req: Request, state: AppState, record: GenerationRecord, after: int) -> None:
+    """The frames after `after`, then an ending: the stream's own, or, when its gateway died before
+    writing one, the door's failure ending (server/endings.py). A client whose `Last-Event-ID` is
+    already the last frame gets that last frame again, so it can tell the stream ended."""
+    record = await who_served(state.store, record)
     await req.start(200, SSE_CONTENT_TYPE, record_headers(record, True, state.gateway.router.regions))
-    async for frame in follow_frames(state, record.id, after):
+    await write_followed(req, state, record.id, after)
+
+
+async def write_followed(req: Request, state: AppState, generation_id: str, after: int) -> None:
+    """`follow_frames` written to the client, the ending it may lack added, and the response ended."""
+    last: bytes | None = None
+    async for frame in follow_frames(state, generation_id, after):
         await req.write(frame)
+        last = frame
+    if last is None or not has_ending(last):
+        ending = await _missing_ending(state, generation_id, last is None)
+        if ending:
+            await req.write(ending)
     await req.write(b"", more=False)
+
+
+async def _missing_ending(state: AppState, generation_id: str, sent_nothing: bool) -> bytes:
+    """What a stream that stopped without its ending still owes the client (b"" if nothing)."""
+    final = await state.store.get_generation(generation_id)
+    if final is None or final.status == "in_progress":
+        return b""
+    frames = [data for _, data in await state.store.read_log(generation_id, LOG_FRAME)]
+    if frames and has_ending(frames[-1]):
+        return frames[-1] if sent_nothing else b""
+    final = await recovered(state.store, final)
+    events = [decode_event(data) for _, data in await state.store.read_log(generation_id, LOG_EVENT)]
+    return crash_ending(final, frames, events)
 
 
 async def resume_ended(req: Request, state: AppState, key_id: str, idem: str | None, rhash: str | None) -> bool:

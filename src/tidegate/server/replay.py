@@ -17,11 +17,12 @@ from ..commit import Committed
 from ..errors import GenerationInProgress, GenerationNotFound, InvalidRequest
 from ..events import Event, Failed, Started, TextDelta
 from ..gateway.eventlog import decode_event
+from ..gateway.recovery import recovered, who_served
 from ..render.images import IMAGE_DOORS, image_done_for_record, native_image_frames_for_record
 from ..render.native import NativeStreamRenderer, native_result_for_record
 from ..store.base import LOG_EVENT, LOG_FRAME, LOG_JSON, ApiKey, GenerationRecord
 from .http import Request
-from .idempotency import SSE_CONTENT_TYPE, follow_frames, idempotency_key, last_event_id, record_headers, wants_sse
+from .idempotency import SSE_CONTENT_TYPE, idempotency_key, last_event_id, record_headers, wants_sse, write_followed
 from .state import AppState
 
 FAILED_STATUSES = ("failed", "cancelled", "interrupted")
@@ -48,6 +49,7 @@ async def replay(req: Request, state: AppState, key: ApiKey) -> None:
     if record is None:
         raise GenerationNotFound("no generation was started with this Idempotency-Key (or it expired)")
     req.generation_id = record.id
+    record = await recovered(state.store, await who_served(state.store, record))
     if wants_sse(req):
         await _stream(req, state, record, last_event_id(req))
         return
@@ -115,9 +117,7 @@ async def _stream(req: Request, state: AppState, record: GenerationRecord, last:
     has_frames = native_frames and bool(await state.store.read_log(record.id, LOG_FRAME, -1))
     await req.start(200, SSE_CONTENT_TYPE, headers)
     if has_frames or (native_frames and record.id in state.gateway.running):
-        async for frame in follow_frames(state, record.id, after):
-            await req.write(frame)
-        await req.write(b"", more=False)
+        await write_followed(req, state, record.id, after)
         return
     if record.door in IMAGE_DOORS:  # started on /v1/images/generations: native image events once it ended
         logged: list[Event] = []

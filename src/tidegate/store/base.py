@@ -219,6 +219,9 @@ INTERRUPTED_ERROR: dict[str, Any] = {
 LOG_FRAME = "f"  # the door's wire frames, index = SSE id
 LOG_JSON = "j"  # a non-stream answer body
 LOG_EVENT = "e"  # canonical events (replay re-renders them in another format)
+# who serves, once the answer commits: {"provider", "served_model", "attempts"} (one entry per commit;
+# the last one holds): a record whose owner died keeps them (gateway/recovery.py)
+LOG_COMMIT = "c"
 
 
 @dataclass(frozen=True, slots=True)
