@@ -163,7 +163,7 @@ def test_a_killed_gateways_streams_resume_with_their_failure_on_every_door(store
             followers: dict[str, list[Any]] = {door: [] for door in _DOORS}
 
             def follow(door: str) -> None:
-                stream, idem, body = streams[door]
+                _, idem, body = streams[door]
                 headers = {**b.headers, "Idempotency-Key": idem, "Accept": "text/event-stream", "Last-Event-ID": "2"}
                 followers[door].append(stream_sse(b.base_url + _DOORS[door][0], body, headers, timeout=30))
 
