@@ -276,6 +276,31 @@ def test_provider_object_filters_orders_and_is_not_forwarded(server: ServerProce
     assert all("provider" not in rec.body for rec in emu.requests)
 
 
+def test_allow_fallbacks_false_tries_exactly_one_provider_on_every_door(
+    server: ServerProcess, emu: OpenAIUpstream
+) -> None:
+    """`resident` fails on eu1 before the first byte and would fall back to us1: not with
+    `allow_fallbacks: false`, on the chat, Responses and native doors, streamed or not."""
+    no_fallback = {"allow_fallbacks": False}
+    bodies = [
+        (CHAT, {"model": "resident", "messages": HI, "provider": no_fallback}),
+        (CHAT, {"model": "resident", "messages": HI, "provider": no_fallback, "stream": True}),
+        ("/v1/responses", {"model": "resident", "input": "hi", "provider": no_fallback}),
+        ("/api/v1/llm/responses", {"model": "resident", "input": "hi", "stream": False, "provider": no_fallback}),
+    ]
+    with httpx.Client() as client:
+        for path, body in bodies:
+            emu.reset()
+            r = client.post(server.base_url + path, json=body, headers=server.headers, timeout=30)
+            assert r.status_code >= 500, (path, r.text)
+            assert r.headers["x-provider-attempts"] == "1", path
+            assert emu.counts() == {"http-500": 1}, path  # us1 never tried
+            rec = record(server, r.headers["x-generation-id"])
+            assert rec["attempts"] == 1 and "provider.allow_fallbacks=false: only eu1" in rec["route_reason"]
+        allowed = chat(client, server, "resident", provider={"allow_fallbacks": True})
+    assert allowed.status_code == 200 and allowed.headers["x-provider"] == "us1"
+
+
 def test_native_door_takes_the_provider_object(server: ServerProcess, emu: OpenAIUpstream) -> None:
     body = {"model": "resident", "input": "hi", "stream": False, "provider": {"jurisdictions": ["eu"]}}
     with httpx.Client() as client:

@@ -273,4 +273,7 @@ class Routing:
             reason += "; excluded by " + ", ".join(excluded)
         if prefs.order:
             reason += f"; provider.order={list(prefs.order)}"
+        if not prefs.allow_fallbacks and len(kept) > 1:  # exactly one provider is tried
+            kept = kept[:1]
+            reason += f"; provider.allow_fallbacks=false: only {kept[0][1].provider}"
         return Plan(kept, reason, why or None)
