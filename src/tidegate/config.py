@@ -213,10 +213,12 @@ class ProviderConfig(Struct, frozen=True, forbid_unknown_fields=True):
         int,
         doc(
             "open connections to this provider at most (idle, busy or connecting); a request past it waits for "
-            "one to come free for up to `[server] connect_timeout_s`, then fails as a connect error",
+            "one to come free for up to `[server] connect_timeout_s` (counted in "
+            "`tidegate_upstream_pool_waits_total`, a warning logged), then fails as a connect error before any "
+            "byte (a fallback moves on); one stream holds one connection (docs/operations.md)",
             ge=1,
         ),
-    ] = 100
+    ] = 1000
     pool_idle_timeout_s: Annotated[
         float, doc("an idle keep-alive connection is closed after this many seconds", gt=0)
     ] = 15.0

@@ -54,6 +54,12 @@ COST = Counter("tidegate_cost_usd", "Billed USD by model", ("model",), registry=
 UPSTREAM_FAILURES = Counter(
     "tidegate_upstream_failures", "Upstream failures by provider and code", ("provider", "code"), registry=REGISTRY
 )
+UPSTREAM_POOL_WAITS = Counter(
+    "tidegate_upstream_pool_waits",
+    "Upstream requests that waited for a connection: the provider's max_connections were all open",
+    ("provider",),
+    registry=REGISTRY,
+)
 FALLBACKS = Counter(
     "tidegate_fallbacks",
     "Generations that moved to another route before answering, by model",

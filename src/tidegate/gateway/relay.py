@@ -37,6 +37,7 @@ from ..errors import (
 from ..events import Event, Failed, Finished, Started
 from ..providers.base import ChatProvider, DirectStream, UpstreamStream
 from ..providers.fidelity import refusal_message, refused_field
+from ..providers.http_client import OPEN_PROGRESS, OpenProgress
 from ..request import GenerationRequest
 from .cancel import CANCELLED, MIN_WAIT_S, TIMED_OUT, CancelSignal, UpstreamClock
 from .fallback import ANSWER_NOW, END_STREAM, after_failure, answer_now, final_error
@@ -207,8 +208,13 @@ class Relay:
         # that a keep-alive tick leaves running (started in place: opening.py); a JSON request waits
         # on the open in place.
         opening: UpstreamOpen[UpstreamStream] | None = None
+        progress = OpenProgress()  # the open's task sees it (its context): waiting for a connection?
         if self.settings.streaming:
-            opening = UpstreamOpen(provider.open_chat(self.request, route.model))
+            token = OPEN_PROGRESS.set(progress)
+            try:
+                opening = UpstreamOpen(provider.open_chat(self.request, route.model))
+            finally:
+                OPEN_PROGRESS.reset(token)
         last_data = loop.time()  # upstream bytes only: keep-alives never move it
         last_keepalive = last_data
         idle_checked = False
@@ -289,6 +295,9 @@ class Relay:
                             await self._close(stream, opening)
                             yield failed
                         return
+                    if progress.waiting_for_connection:  # not started: no keep-alive commits it
+                        last_keepalive = now
+                        continue
                     if not self.committed:
                         self.committed = True
                         self.provider = provider.name

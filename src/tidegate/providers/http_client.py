@@ -21,20 +21,26 @@ How a provider reaches its upstream (`upstream.Upstream`: proxy, TLS context, `m
 decided when its client is built, and the proxy once per origin (cached with the origin): a request
 pays one attribute test for it, and the limit is looked at only when a new connection is needed.
 At `max_connections` open (idle, busy or connecting), a request that finds no idle connection
-waits for one to come free, for at most the connect timeout, then fails as `ConnectFailed`.
+waits for one to come free, for at most the connect timeout, then fails as `ConnectFailed`. Such a
+wait counts in `tidegate_upstream_pool_waits_total{provider}` and logs a warning naming the setting
+(at most once a minute per provider), and the relay's `OpenProgress` says it is waiting: a request
+still waiting for a connection has not started, so no keep-alive commits its response.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import re
 import time
 from collections import deque
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Final
 from urllib.parse import quote, unquote, urlsplit
 
+from .. import metrics
 from .connect import ConnectFailed, Connector
 from .http_connection import READ_HIGH_WATER, Connection, UpstreamDisconnected, UpstreamHttpError
 from .upstream import Proxy, Upstream
@@ -212,6 +218,23 @@ class HttpResponse:
             self._client._discard(conn)
 
 
+_log = logging.getLogger("tidegate.upstream")
+POOL_WARNING_INTERVAL_S: Final = 60.0
+
+
+class OpenProgress:
+    """Where an upstream open is, for the relay that started it (set in `OPEN_PROGRESS` around the
+    open's task, whose context it is): waiting for a connection slot, or past that."""
+
+    __slots__ = ("waiting_for_connection",)
+
+    def __init__(self) -> None:
+        self.waiting_for_connection = False
+
+
+OPEN_PROGRESS: ContextVar[OpenProgress | None] = ContextVar("tidegate_open_progress", default=None)
+
+
 class HttpClient:
     """One per provider: idle keep-alive connections per origin, and every connection it opened
     (closed by `aclose`). `upstream` (default: the proxy environment, the system trust store) says
@@ -232,6 +255,7 @@ class HttpClient:
         self._open: set[Connection] = set()
         self._origins: dict[str, _Origin] = {}
         self._prune_handle: asyncio.TimerHandle | None = None
+        self._warned_at = -POOL_WARNING_INTERVAL_S
 
     def _origin(self, url: str) -> _Origin:
         origin = self._origins.get(url)
@@ -268,7 +292,7 @@ class HttpClient:
     async def _connection(self, origin: _Origin) -> Connection:
         """An idle connection that came free while waiting, or a new one once a slot is free."""
         if len(self._open) + self._connecting >= self._max:
-            conn = await self._wait_for_slot(origin)
+            conn = await self._waited_slot(origin)
             if conn is not None:
                 return conn
         self._connecting += 1
@@ -283,6 +307,28 @@ class HttpClient:
         self._connecting -= 1
         self._open.add(conn)
         return conn
+
+    async def _waited_slot(self, origin: _Origin) -> Connection | None:
+        """`_wait_for_slot`, counted, logged and told to the relay (`OpenProgress`)."""
+        metrics.UPSTREAM_POOL_WAITS.labels(self.name).inc()
+        now = time.monotonic()
+        if now - self._warned_at >= POOL_WARNING_INTERVAL_S:
+            self._warned_at = now
+            _log.warning(
+                "provider %s: all %d connections are in use, requests wait for one to come free (raise"
+                " providers.%s.max_connections; docs/operations.md, Upstream connections)",
+                self.name,
+                self._max,
+                self.name,
+            )
+        progress = OPEN_PROGRESS.get()
+        if progress is None:
+            return await self._wait_for_slot(origin)
+        progress.waiting_for_connection = True
+        try:
+            return await self._wait_for_slot(origin)
+        finally:
+            progress.waiting_for_connection = False
 
     async def _wait_for_slot(self, origin: _Origin) -> Connection | None:
         """Wait (within the connect timeout) until this origin has an idle connection (returned) or

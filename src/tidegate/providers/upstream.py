@@ -24,7 +24,7 @@ from urllib.parse import unquote, urlsplit
 if TYPE_CHECKING:
     from ..config import ProviderConfig
 
-DEFAULT_MAX_CONNECTIONS: Final = 100
+DEFAULT_MAX_CONNECTIONS: Final = 1000
 DEFAULT_POOL_IDLE_TIMEOUT_S: Final = 15.0
 
 

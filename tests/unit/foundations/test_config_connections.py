@@ -31,7 +31,7 @@ def pems(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def test_defaults() -> None:
     p = load_text(BASE, "t.toml").providers["p"]
     assert (p.proxy, p.ca_file, p.client_cert, p.client_key, p.verify) == (None, None, None, None, True)
-    assert (p.max_connections, p.pool_idle_timeout_s) == (100, 15.0)
+    assert (p.max_connections, p.pool_idle_timeout_s) == (1000, 15.0)
 
 
 def test_every_option(pems: dict[str, str]) -> None:

@@ -1,0 +1,96 @@
+"""A provider's connection limit (`max_connections`): a request that waits for a connection has not
+started. With keep-alives due before the wait ends, no 200 is committed while it waits: it falls back
+to the next route, or answers the door's JSON error, before any byte. The wait is counted in
+`tidegate_upstream_pool_waits_total{provider}` and logged once, naming the setting.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from helpers import RawStream, ServerProcess, sqlite_url, start_server
+
+CHAT = "/v1/chat/completions"
+HI = [{"role": "user", "content": "hi"}]
+CONNECT_TIMEOUT_S = 2.0  # how long a request waits for a connection
+KEEPALIVE_S = 0.5  # keep-alives fall due four times while it waits
+
+
+@pytest.fixture(scope="module")
+def server(emu: OpenAIUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    workdir = tmp_path_factory.mktemp("pool")
+    providers = {
+        "tight": {"kind": "openai", "base_url": emu.base_url, "max_connections": 2},
+        "spare": {"kind": "openai", "base_url": emu.base_url},
+    }
+    models = {
+        "hold": [("tight", "slow:0.1")],
+        "fb/tight": [("tight", "text"), ("spare", "text")],
+        "only/tight": [("tight", "text")],
+    }
+    config = tidegate_toml(
+        sqlite_url(workdir),
+        providers,
+        models,
+        server={"connect_timeout_s": CONNECT_TIMEOUT_S, "keepalive_s": KEEPALIVE_S, "upstream_idle_timeout_s": 30},
+    )
+    srv = start_server(workdir, config)
+    yield srv
+    srv.stop()
+
+
+def _hold_both(server: ServerProcess) -> list[RawStream]:
+    """Two endless streams on `tight`: its two connections are busy."""
+    held = []
+    for _ in range(2):
+        s = RawStream(server.base_url, CHAT, {"model": "hold", "messages": HI, "stream": True}, server.headers)
+        assert s.status == 200
+        s.read_events(2)
+        held.append(s)
+    return held
+
+
+def _pool_waits(server: ServerProcess) -> float:
+    text = httpx.get(server.base_url + "/metrics", headers=server.headers).text
+    line = next(
+        (ln for ln in text.splitlines() if ln.startswith('tidegate_upstream_pool_waits_total{provider="tight"}')), ""
+    )
+    return float(line.split()[-1]) if line else 0.0
+
+
+def test_a_request_waiting_for_a_connection_falls_back_or_fails_before_any_byte(server: ServerProcess) -> None:
+    before = _pool_waits(server)
+    held = _hold_both(server)
+    try:
+        results: dict[str, httpx.Response] = {}
+
+        def send(name: str, model: str) -> None:
+            body = {"model": model, "messages": HI, "stream": True}
+            results[name] = httpx.post(server.base_url + CHAT, json=body, headers=server.headers, timeout=30)
+
+        t0 = time.monotonic()
+        threads = [threading.Thread(target=send, args=a) for a in (("fb", "fb/tight"), ("only", "only/tight"))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        waited = time.monotonic() - t0
+    finally:
+        for s in held:
+            s.close()
+    assert waited >= CONNECT_TIMEOUT_S - 0.2
+    fb = results["fb"]
+    assert fb.status_code == 200 and fb.headers["x-provider"] == "spare", fb.text
+    assert fb.headers["x-provider-attempts"] == "2"
+    assert b"data: [DONE]" in fb.content and b": keep-alive" not in fb.content.split(b"data:")[0]
+    only = results["only"]  # nothing started: the JSON error, not a 200 with an error chunk
+    assert only.status_code == 503 and only.headers["content-type"].startswith("application/json"), only.text
+    assert only.json()["error"]["code"] == "no_provider_available"
+    assert _pool_waits(server) >= before + 2
+    assert server.log().count("raise providers.tight.max_connections") == 1  # once a minute at most
