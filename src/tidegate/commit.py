@@ -26,3 +26,4 @@ class Committed:
     attempts: int
     failed_routes: tuple[RouteFailure, ...] = ()
     region: str | None = None  # the provider's configured region (X-Served-Region)
+    dropped: tuple[str, ...] = ()  # hosted tools this route left out (`drop_hosted_tools`: X-Tidegate-Dropped)

@@ -318,6 +318,14 @@ class ModelConfig(Struct, frozen=True, forbid_unknown_fields=True):
             "answered buffered (`X-Kendr-Buffered-Reason: server_tools`; [mcp.md](mcp.md))"
         ),
     ] = ()
+    drop_hosted_tools: Annotated[
+        bool,
+        doc(
+            "`/v1/responses`: a route that cannot run a hosted tool (`web_search`, ...) leaves it out of its "
+            "request, and the answer says so in `X-Tidegate-Dropped`; `false`: such a route is skipped "
+            "([agents.md](agents.md))"
+        ),
+    ] = False
     candidates: Annotated[
         tuple[str, ...], doc('`type = "router"` only (required): the catalog chat model ids it chooses among')
     ] = ()

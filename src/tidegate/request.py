@@ -30,6 +30,34 @@ class ProviderPrefs:
 
 
 @dataclass(slots=True)
+class ResponsesExtras:
+    """What a `/v1/responses` body carries beyond the canonical request (docs/agents.md).
+
+    `body` is the body as sent: a provider that speaks the Responses API (`kind = "openai"` with
+    `responses = true`) gets it untouched. `only` holds the fields (or hosted tools, by their place
+    `tools[i]`) that only such a provider can honour; every other route refuses the request by the
+    first one's name (providers/fidelity.py), unless it is a hosted tool and `drop_hosted` (the
+    model's `drop_hosted_tools`) lets a translated route leave it out. `tools` maps the name a
+    translated route's model calls back to the Responses tool it stands for (custom and namespaced
+    tools are flattened to functions there)."""
+
+    body: dict[str, Any]
+    only: dict[str, Any] = field(default_factory=dict)
+    hosted: dict[str, str] = field(default_factory=dict)  # `tools[i]` → the hosted tool's type
+    drop_hosted: bool = False
+    tools: dict[str, ToolRef] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRef:
+    """A flattened Responses tool: `kind` function or custom, its own name and its namespace."""
+
+    kind: str
+    name: str
+    namespace: str | None = None
+
+
+@dataclass(slots=True)
 class GenerationRequest:
     model: str
     messages: list[dict[str, Any]]
@@ -51,6 +79,11 @@ class GenerationRequest:
     raw_body: dict[str, Any] = field(default_factory=dict)
     # The `provider` routing object (gateway/routing.py); never forwarded upstream
     provider: ProviderPrefs | None = None
+    # hints that cannot change the answer (docs/translation.md): passed to the upstreams that take them
+    prompt_cache_key: str | None = None
+    safety_identifier: str | None = None
+    # set by the Responses door only
+    responses: ResponsesExtras | None = None
 
     @property
     def include_usage(self) -> bool:

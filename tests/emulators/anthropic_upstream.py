@@ -15,7 +15,9 @@ Scenarios: text, thinking, redacted, tools, stall, error, truncated, drop, excep
 maxtokens, 401/429/500/529/google429 (HTTP errors before the body), badjson (Anthropic and Vertex: a
 `data:` line that is not JSON mid-answer, then the normal ending), slow (a text delta every 50 ms until
 the client goes away; `Recorded.closed_at` is when the emulator saw the connection close), slowthink
-(thinking then text, each delta SLOW_PAUSE_S apart, ending normally: for progressive rendering).
+(thinking then text, each delta SLOW_PAUSE_S apart, ending normally: for progressive rendering),
+calltools and shell (a model that calls the tools it is given, then answers with their result:
+`agent_events`).
 """
 
 from __future__ import annotations
@@ -374,13 +376,69 @@ def forced_tool_events(tool: str, model: str) -> Events:
     ]
 
 
+SHELL_COMMAND = "echo tidegate-$((6*7))"  # `shell`: what the agent is asked to run (its output: tidegate-42)
+
+
+def _tool_result_text(body: dict[str, Any]) -> str | None:
+    """The text of the last turn's tool_result, if the last turn is one."""
+    messages = body.get("messages") or []
+    last = messages[-1] if messages else {}
+    for block in last.get("content") if isinstance(last.get("content"), list) else []:
+        if block.get("type") == "tool_result":
+            content = block.get("content")
+            if isinstance(content, list):
+                return "".join(str(b.get("text", "")) for b in content)
+            return str(content)
+    return None
+
+
+def _call_events(model: str, calls: list[tuple[str, dict[str, Any]]]) -> Events:
+    events: Events = [_start("msg_emu_calls", model, {"input_tokens": 60, "output_tokens": 1})]
+    for i, (name, args) in enumerate(calls):
+        events.append(_block_start(i, {"type": "tool_use", "id": f"toolu_emu_{i}", "name": name, "input": {}}))
+        events.append(_delta(i, {"type": "input_json_delta", "partial_json": orjson.dumps(args).decode()}))
+        events.append(_block_stop(i))
+    return [*events, _message_delta("tool_use", 21), STOP]
+
+
+def _answer_after_tools(model: str, result: str) -> Events:
+    return [
+        _start("msg_emu_after", model, {"input_tokens": 70, "output_tokens": 1}),
+        _block_start(0, {"type": "text", "text": ""}),
+        _text(0, "Tool said: "),
+        _text(0, result.strip()),
+        _block_stop(0),
+        _message_delta("end_turn", 9),
+        STOP,
+    ]
+
+
+def agent_events(scenario: str, body: dict[str, Any], model: str) -> Events | None:
+    """Scenarios of a model that uses the tools it is given (None: not one of them).
+    `calltools`: calls every tool of the request once, in order (`{"input": "x"}` when its schema has an
+    `input` property, else `{}`), then answers `Tool said: <the last result>`. `shell`: calls
+    `exec_command` (Codex CLI's shell tool) with `SHELL_COMMAND`, then answers the same way."""
+    if scenario not in ("calltools", "shell"):
+        return None
+    result = _tool_result_text(body)
+    if result is not None:
+        return _answer_after_tools(model, result)
+    if scenario == "shell":
+        return _call_events(model, [("exec_command", {"cmd": SHELL_COMMAND})])
+    calls = []
+    for tool in body.get("tools") or []:
+        props = (tool.get("input_schema") or {}).get("properties") or {}
+        calls.append((str(tool.get("name")), {"input": "x"} if "input" in props else {}))
+    return _call_events(model, calls)
+
+
 def answer_events(scenario: str, body: dict[str, Any], model: str) -> Events:
     """The stream for a request: a forced tool is called whatever the text asks (as the API does),
     unless a scenario was named; else the scenario's script."""
     choice = body.get("tool_choice")
     if scenario == "text" and isinstance(choice, dict) and choice.get("type") == "tool":
         return forced_tool_events(str(choice.get("name")), model)
-    return scenario_events(scenario, model)
+    return agent_events(scenario, body, model) or scenario_events(scenario, model)
 
 
 def pick_scenario(body: dict[str, Any], model: str) -> str:

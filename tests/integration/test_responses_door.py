@@ -144,14 +144,14 @@ def test_tool_loop_items_are_accepted(local_server: ServerProcess) -> None:
 @pytest.mark.parametrize(
     ("extra", "mentions"),
     [
-        ({"previous_response_id": "resp_x"}, "'previous_response_id'"),
-        ({"text": {"format": {"type": "text"}}}, "'text'"),
-        ({"tools": [{"type": "web_search"}]}, "'tools[0].type'"),
-        ({"input": [{"type": "item_reference", "id": "x"}]}, "'input[0].type'"),
-        ({"include": ["file_search_call.results"]}, "'include[0]'"),
+        ({"text": {"format": {"type": "yaml"}}}, "'text.format.type'"),
+        ({"include": ["everything"]}, "'include[0]'"),
+        ({"tools": [{"type": "telepathy"}]}, "'tools[0].type'"),
+        ({"reasoning": {"effort": "extreme"}}, "'reasoning.effort'"),
+        ({"prompt_cache_key": 7}, "'prompt_cache_key'"),
     ],
 )
-def test_unsupported_field_is_400_naming_it(local_server: ServerProcess, extra: dict[str, Any], mentions: str) -> None:
+def test_invalid_field_is_400_naming_it(local_server: ServerProcess, extra: dict[str, Any], mentions: str) -> None:
     body = {"model": "local/smollm2", "input": "x", "stream": True, **extra}
     resp = httpx.post(local_server.base_url + RESPONSES, json=body, headers=local_server.headers)
     assert resp.status_code == 400, resp.text
@@ -161,6 +161,58 @@ def test_unsupported_field_is_400_naming_it(local_server: ServerProcess, extra: 
     client = strict_client(local_server)
     with pytest.raises(openai.BadRequestError):
         client.responses.create(**body)
+
+
+@pytest.mark.parametrize(
+    ("extra", "mentions"),
+    [
+        ({"previous_response_id": "resp_x"}, "'previous_response_id'"),
+        ({"conversation": "conv_x"}, "'conversation'"),
+        ({"truncation": "auto"}, "'truncation'"),
+        ({"background": True}, "'background'"),
+        ({"service_tier": "priority"}, "'service_tier'"),
+        ({"text": {"verbosity": "low"}}, "'text.verbosity'"),
+        ({"tools": [{"type": "web_search"}]}, "'tools[0].type (web_search"),
+        ({"tool_choice": {"type": "web_search"}, "tools": [{"type": "web_search"}]}, "'tool_choice'"),
+        ({"input": [{"type": "item_reference", "id": "x"}]}, "'input[0].type'"),
+        ({"reasoning": {"mode": "pro"}}, "'reasoning.mode'"),
+        ({"made_up_field": 1}, "'made_up_field'"),
+    ],
+)
+def test_a_field_only_the_responses_api_honours_is_refused_by_name(
+    local_server: ServerProcess, extra: dict[str, Any], mentions: str
+) -> None:
+    # honoured only by a route that speaks the Responses API (docs/agents.md); the local route does not
+    body = {"model": "local/smollm2", "input": "x", "stream": True, **extra}
+    resp = httpx.post(local_server.base_url + RESPONSES, json=body, headers=local_server.headers)
+    assert resp.status_code == 400, resp.text
+    err = resp.json()["error"]
+    assert err["code"] == "unsupported_parameter" and mentions in err["message"], err
+    assert "'local'" in err["message"]
+
+
+def test_hints_are_accepted_on_every_route(local_server: ServerProcess) -> None:
+    # what Codex CLI sends besides its input and tools; none of it can change the answer (CONTRACT §17)
+    response = strict_client(local_server).responses.create(
+        model="local/smollm2",
+        input="Hi!",
+        max_output_tokens=6,
+        prompt_cache_key="thread-1",
+        safety_identifier="user-hash",
+        user="someone",
+        metadata={"team": "a"},
+        store=False,
+        service_tier="auto",
+        include=["reasoning.encrypted_content", "message.output_text.logprobs"],
+        reasoning={"summary": "auto"},
+        parallel_tool_calls=True,
+        truncation="disabled",
+        text={"format": {"type": "text"}, "verbosity": "medium"},
+        extra_body={"client_metadata": {"session_id": "s-1"}, "prompt_cache_retention": "24h"},
+    )
+    assert response.status in ("completed", "incomplete") and response.output_text
+    assert response.metadata == {"team": "a"}
+    assert response.text is not None and response.text.format.type == "text"
 
 
 def test_unknown_model_and_auth(local_server: ServerProcess) -> None:

@@ -36,7 +36,7 @@ from ..errors import (
 )
 from ..events import Event, Failed, Finished, Started
 from ..providers.base import ChatProvider, DirectStream, UpstreamStream
-from ..providers.fidelity import refusal_message, refused_field
+from ..providers.fidelity import dropped_tools, refusal_message, refused_field
 from ..providers.http_client import OPEN_PROGRESS, OpenProgress
 from ..request import GenerationRequest
 from .cancel import CANCELLED, MIN_WAIT_S, TIMED_OUT, CancelSignal, UpstreamClock
@@ -141,7 +141,8 @@ class Relay:
     async def run(self) -> AsyncGenerator[RelayItem, None]:
         health, breakers = self.health, self.breakers
         for i, (provider, route) in enumerate(self.routes):
-            refused = refused_field(provider.kind, self.request)  # CONTRACT §15: never silently dropped
+            # CONTRACT §15: never silently dropped (`responses`: the provider speaks the Responses API)
+            refused = refused_field(provider.kind, self.request, getattr(provider, "responses", False))
             if refused is not None:  # this route cannot serve the request as asked: the next may
                 message = refusal_message(refused, provider.name, provider.kind)
                 self.failures.append(RouteFailure(provider.name, "unsupported_parameter", message, 400))
@@ -309,6 +310,7 @@ class Relay:
                             self.attempts,
                             tuple(self.failures),
                             self.settings.regions.get(provider.name),
+                            dropped_tools(self.request, getattr(provider, "responses", False)),
                         )
                     last_keepalive = now
                     yield KEEPALIVE
@@ -354,6 +356,7 @@ class Relay:
                         self.attempts,
                         tuple(self.failures),
                         self.settings.regions.get(provider.name),
+                        dropped_tools(self.request, getattr(provider, "responses", False)),
                     )
                 for i, event in enumerate(batch):
                     if isinstance(event, Failed):

@@ -11,7 +11,7 @@ they add or remove around it). Anything that cannot be expressed raises a non-re
 - assistant `tool_calls` → `tool_use` blocks (arguments parsed), `reasoning_details` replayed verbatim
   first: `reasoning.text` with a signature → `thinking`, `reasoning.encrypted` → `redacted_thinking`;
 - tools / tool_choice / parallel_tool_calls, max_tokens (default 4096), temperature (clamped to
-  Anthropic's 0–1), top_p, stop → stop_sequences, user → metadata.user_id;
+  Anthropic's 0–1), top_p, stop → stop_sequences, user (else safety_identifier) → metadata.user_id;
 - `reasoning` → `thinking: {type: enabled, budget_tokens}` (effort table or explicit max_tokens);
   thinking tokens count toward Anthropic's `max_tokens`, so it is raised to budget + answer allowance
   when the budget would not fit. With thinking on, Anthropic rejects `temperature` != 1 and
@@ -35,6 +35,7 @@ EFFORT_BUDGETS: dict[str, int] = {
     "medium": 8192,
     "high": 16384,
     "xhigh": 32000,
+    "max": 64000,
 }
 IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 # `response_format` json_object / json_schema: the Messages API has no such field, so the model is made
@@ -325,8 +326,9 @@ def messages_body(request: GenerationRequest, *, model: str | None, stream: bool
         body["tools"] = tools
         if choice is not None:
             body["tool_choice"] = choice
-    if request.user:
-        body["metadata"] = {"user_id": request.user}
+    user = request.user or request.safety_identifier  # (the hint that replaces `user`: the same use)
+    if user:
+        body["metadata"] = {"user_id": user}
     if stream:
         body["stream"] = True
     return body

@@ -15,7 +15,7 @@ from typing import Any
 from ..request import GenerationRequest
 from .anthropic_request import json_schema_of, thinking_budget, wants_json
 
-TRANSLATED, PASSED, REFUSED = "translated", "passed through", "refused"
+TRANSLATED, PASSED, REFUSED, HINT = "translated", "passed through", "refused", "accepted (hint)"
 
 # The Chat Completions request fields (OpenAI's API reference), and what tidegate adds (`reasoning`,
 # OpenRouter's shape; `provider`, routing). The Responses and native doors arrive as the same
@@ -55,6 +55,9 @@ CHAT_FIELDS = (
 )
 # read by tidegate itself whatever the provider (`n` only as 1: the chat door refuses more)
 GATEWAY_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "provider", "n"})
+# hints that cannot change the answer (CONTRACT §17): accepted on every kind, used where they mean
+# something (`user` and `safety_identifier` are the Anthropic kinds' `metadata.user_id`)
+HINTS = dict.fromkeys(("prompt_cache_key", "safety_identifier", "metadata", "user"), HINT)
 
 _SAMPLING = dict.fromkeys(("max_tokens", "max_completion_tokens", "temperature", "top_p", "stop"), TRANSLATED)
 # what the Anthropic kinds and Gemini both translate: tools, reasoning, structured output
@@ -64,14 +67,14 @@ _TRANSLATING = {
         ("tools", "tool_choice", "parallel_tool_calls", "reasoning", "reasoning_effort", "response_format"), TRANSLATED
     ),
 }
-_ANTHROPIC = {**_TRANSLATING, "user": TRANSLATED}
+_ANTHROPIC = {**HINTS, **_TRANSLATING, "user": TRANSLATED, "safety_identifier": TRANSLATED}
 FIDELITY: dict[str, dict[str, str]] = {
     "openai": dict.fromkeys(CHAT_FIELDS, PASSED),  # the client's body as sent, unknown fields too
     "anthropic": _ANTHROPIC,
     "bedrock": _ANTHROPIC,
     "vertex": _ANTHROPIC,
-    "gemini": {**_TRANSLATING, "seed": TRANSLATED},
-    "local": {**_SAMPLING, "seed": TRANSLATED},
+    "gemini": {**HINTS, **_TRANSLATING, "seed": TRANSLATED},
+    "local": {**HINTS, **_SAMPLING, "seed": TRANSLATED},
 }
 # the values that ask for nothing (a client library's defaults): not a use of the field
 _NEUTRAL: dict[str, tuple[Any, ...]] = {
@@ -82,6 +85,8 @@ _NEUTRAL: dict[str, tuple[Any, ...]] = {
     "response_format": ({"type": "text"},),
     "n": (1,),
     "metadata": ({},),
+    "service_tier": ("auto", "default"),
+    "parallel_tool_calls": (True,),  # every kind's default
 }
 
 
@@ -100,8 +105,15 @@ def _sent(request: GenerationRequest) -> dict[str, Any]:
         "seed": request.seed,
         "user": request.user,
         "response_format": request.response_format,
-        "reasoning": request.reasoning,
+        "reasoning": request.reasoning if _asks_reasoning(request) else None,
     }
+
+
+def _asks_reasoning(request: GenerationRequest) -> bool:
+    """Thinking asked for: an effort other than `none`, or a budget. A `summary` alone (what Codex CLI
+    sends) only says how thinking is shown, and a model that does not think has none to show."""
+    r = request.reasoning
+    return r is not None and (r.effort not in (None, "none") or r.max_tokens is not None)
 
 
 def _anthropic_json_refused(request: GenerationRequest) -> bool:
@@ -151,9 +163,18 @@ GEMINI_NOTES = (
 )
 
 
-def refused_field(kind: str, request: GenerationRequest) -> str | None:
-    """The first field `request` uses that a provider of `kind` cannot honour, or None."""
+def refused_field(kind: str, request: GenerationRequest, responses: bool = False) -> str | None:
+    """The first field `request` uses that a provider of `kind` cannot honour, or None. `responses`:
+    the provider speaks the Responses API (`kind = "openai"`, `responses = true`), which takes a
+    Responses door's body as sent."""
     table = FIDELITY.get(kind)
+    extras = request.responses
+    if extras is not None and not responses:
+        if extras.only:
+            return next(iter(extras.only))
+        if extras.hosted and not extras.drop_hosted:
+            where, tool = next(iter(extras.hosted.items()))
+            return f"{where}.type ({tool}, a hosted tool; or set the model's drop_hosted_tools)"
     if table is None or kind == "openai":
         return None
     for field, refused in _CONDITIONS.get(kind, ()):
@@ -165,6 +186,15 @@ def refused_field(kind: str, request: GenerationRequest) -> str | None:
         if table.get(name, REFUSED) == REFUSED and value not in _NEUTRAL.get(name, ()):
             return name
     return None
+
+
+def dropped_tools(request: GenerationRequest, responses: bool) -> tuple[str, ...]:
+    """The hosted tools a route leaves out of `request` (the model's `drop_hosted_tools`): every one,
+    on a route that does not speak the Responses API."""
+    extras = request.responses
+    if extras is None or responses or not extras.drop_hosted:
+        return ()
+    return tuple(dict.fromkeys(extras.hosted.values()))
 
 
 def refusal_message(field: str, provider: str, kind: str) -> str:
@@ -185,9 +215,12 @@ def table_markdown() -> str:
         "the response starts with 400 `unsupported_parameter` naming the field and the provider, never",
         "silently dropped; when a model has another route that can serve the request, that route is",
         "tried instead (docs/fallback.md). A field sent with the value that asks for nothing (`null`,",
-        "`false`, `n: 1`, `response_format: {type: text}`, a zero penalty, ...) is not a use of it.",
-        "`model`, `messages`, `stream`, `stream_options`, `provider` and `n: 1` are read by tidegate on",
-        "every kind.",
+        "`false`, `n: 1`, `response_format: {type: text}`, `service_tier: auto`, a zero penalty, ...) is",
+        "not a use of it. A hint (`accepted (hint)`: `prompt_cache_key`, `safety_identifier`, `metadata`,",
+        "`user`) cannot change the answer: it is accepted on every kind and used where it means something",
+        "(`user`, else `safety_identifier`, is the Anthropic kinds' `metadata.user_id`). `model`,",
+        "`messages`, `stream`, `stream_options`, `provider` and `n: 1` are read by tidegate on every kind.",
+        "The Responses door's fields are in [agents.md](agents.md).",
         "",
         "| field | " + " | ".join(f"`{k}`" for k in kinds) + " |",
         "|---|" + "---|" * len(kinds),

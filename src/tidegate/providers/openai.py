@@ -299,6 +299,8 @@ def chat_body(r: GenerationRequest) -> dict[str, Any]:
         "parallel_tool_calls": r.parallel_tool_calls,
         "seed": r.seed,
         "user": r.user,
+        "prompt_cache_key": r.prompt_cache_key,
+        "safety_identifier": r.safety_identifier,
         "response_format": r.response_format,
         "reasoning_effort": r.reasoning.effort if r.reasoning else None,
     }

@@ -6,6 +6,11 @@ and the wire payloads that build them; `ResponsesStreamRenderer` numbers and fra
 `response` object for `stream: false`. Ids derive from the generation id: `resp_<id>` for the
 response, `rs_<id>_<n>`, `msg_<id>_<n>`, `fc_<id>_<n>` for the item at output index n.
 
+Tools: a translated route's model calls custom and namespaced tools by their flattened function
+names (server/responses_tools.py); `tools` maps them back, so a custom tool's call is a
+`custom_tool_call` item whose `input` is the call's one string argument (`ctc_<id>_<n>`, its input sent
+whole when the call ends), and a namespaced function's call names the function and its `namespace`.
+
 Reasoning: one item per canonical reasoning block (`ReasoningDelta.index`). Readable thinking streams
 as `reasoning_text` deltas; an Anthropic signature or encrypted (redacted) thinking becomes the item's
 `encrypted_content`, with no text deltas when only encrypted thinking exists.
@@ -19,8 +24,9 @@ from typing import Any, Literal
 import orjson
 
 from ..events import Event, Failed, Finished, ReasoningDelta, TextDelta, ToolCallDelta, UsageReport
+from ..request import ToolRef
 
-ItemKind = Literal["message", "reasoning", "function_call"]
+ItemKind = Literal["message", "reasoning", "function_call", "custom_tool_call"]
 Payload = dict[str, Any]
 
 
@@ -50,7 +56,18 @@ class _Item:
     reasoning_index: int = -1
     call_id: str = ""
     name: str = ""
+    namespace: str | None = None
     arguments: list[str] = field(default_factory=list)
+
+    def custom_input(self) -> str:
+        """A custom tool call's input: the flattened function's one string argument (else the text)."""
+        raw = "".join(self.arguments)
+        try:
+            args = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return raw
+        value = args.get("input") if isinstance(args, dict) else None
+        return value if isinstance(value, str) else raw
 
     def to_json(self) -> dict[str, Any]:
         if self.kind == "message":
@@ -63,7 +80,7 @@ class _Item:
                 "content": content,
             }
         if self.kind == "function_call":
-            return {
+            call = {
                 "id": self.id,
                 "type": "function_call",
                 "status": self.status,
@@ -71,6 +88,16 @@ class _Item:
                 "name": self.name,
                 "arguments": "".join(self.arguments),
             }
+            return {**call, "namespace": self.namespace} if self.namespace else call
+        if self.kind == "custom_tool_call":  # (the API's custom_tool_call item has no status)
+            custom = {
+                "id": self.id,
+                "type": "custom_tool_call",
+                "call_id": self.call_id,
+                "name": self.name,
+                "input": self.custom_input() if self.status != "in_progress" else "",
+            }
+            return {**custom, "namespace": self.namespace} if self.namespace else custom
         item: dict[str, Any] = {
             "id": self.id,
             "type": "reasoning",
@@ -91,8 +118,9 @@ class _Item:
 class ResponseState:
     """Output items and their wire payloads (without `sequence_number`) from canonical events."""
 
-    def __init__(self, generation_id: str) -> None:
+    def __init__(self, generation_id: str, tools: dict[str, ToolRef] | None = None) -> None:
         self.generation_id = generation_id
+        self.tools = tools or {}
         self.items: list[_Item] = []
         self.finish_reason: str | None = None
         self.usage: UsageReport | None = None
@@ -133,6 +161,10 @@ class ResponseState:
         elif item.kind == "function_call":
             args = "".join(item.arguments)
             out.append({"type": "response.function_call_arguments.done", **ref, "name": item.name, "arguments": args})
+        elif item.kind == "custom_tool_call":
+            text = item.custom_input()
+            out.append({"type": "response.custom_tool_call_input.delta", **ref, "delta": text})
+            out.append({"type": "response.custom_tool_call_input.done", **ref, "input": text})
         out.append({"type": "response.output_item.done", "output_index": item.output_index, "item": item.to_json()})
         return out
 
@@ -235,18 +267,23 @@ class ResponseState:
         item = self._calls.get(event.index)
         if item is None:
             out += self._close_current()
-            item = self._open("function_call", "fc")
+            tool = self.tools.get(event.name or "")
+            custom = tool is not None and tool.kind == "custom"
+            item = self._open("custom_tool_call", "ctc") if custom else self._open("function_call", "fc")
             item.call_id = event.id or f"call_{self.generation_id}_{item.output_index}"
-            item.name = event.name or ""
+            item.name = tool.name if tool is not None else event.name or ""
+            item.namespace = tool.namespace if tool is not None else None
             self._calls[event.index] = item
             self._open_calls.append(item)
             out.append(self._added(item))
         elif event.name and not item.name:
-            item.name = event.name
+            tool = self.tools.get(event.name)
+            item.name, item.namespace = (tool.name, tool.namespace) if tool is not None else (event.name, None)
         if event.arguments:
             item.arguments.append(event.arguments)
-            ref = {"item_id": item.id, "output_index": item.output_index}
-            out.append({"type": "response.function_call_arguments.delta", **ref, "delta": event.arguments})
+            if item.kind == "function_call":  # a custom call's input is sent whole when it ends (_close)
+                ref = {"item_id": item.id, "output_index": item.output_index}
+                out.append({"type": "response.function_call_arguments.delta", **ref, "delta": event.arguments})
         return out
 
     # results ----------------------------------------------------------------------------------
@@ -255,7 +292,7 @@ class ResponseState:
         out = []
         for item in self.items:
             data = item.to_json()
-            if item.status == "in_progress":
+            if item.status == "in_progress" and "status" in data:
                 data["status"] = open_status
             out.append(data)
         return out
@@ -268,8 +305,16 @@ class ResponseState:
 class _ResponseShell:
     """The `response` object around the output: ids, the request echo, status, usage."""
 
-    def __init__(self, *, generation_id: str, public_model: str, created: int, echo: dict[str, Any]) -> None:
-        self.state = ResponseState(generation_id)
+    def __init__(
+        self,
+        *,
+        generation_id: str,
+        public_model: str,
+        created: int,
+        echo: dict[str, Any],
+        tools: dict[str, ToolRef] | None = None,
+    ) -> None:
+        self.state = ResponseState(generation_id, tools)
         self.response_id = f"resp_{generation_id}"
         self.model = public_model
         self.created = created
@@ -326,8 +371,11 @@ class ResponsesStreamRenderer(_ResponseShell):
         created: int,
         echo: dict[str, Any],
         first_event_id: int = 0,
+        tools: dict[str, ToolRef] | None = None,
     ) -> None:
-        super().__init__(generation_id=generation_id, public_model=public_model, created=created, echo=echo)
+        super().__init__(
+            generation_id=generation_id, public_model=public_model, created=created, echo=echo, tools=tools
+        )
         self.next_id = first_event_id
 
     def _frames(self, payloads: list[Payload]) -> bytes:
@@ -369,7 +417,7 @@ class ResponseBuilder(_ResponseShell):
     """`stream: false`: the same state machine, keeping only the final `response` object."""
 
     def reset(self) -> None:
-        self.state = ResponseState(self.state.generation_id)
+        self.state = ResponseState(self.state.generation_id, self.state.tools)
 
     def add(self, event: Event) -> None:
         self.state.feed(event)

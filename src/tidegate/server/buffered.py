@@ -101,6 +101,10 @@ async def serve_responses_door(
     body = await req.json(state.config.server.max_body_bytes)
     rest, specs = split_tools(body)
     parsed = parse(rest)
+    extras = parsed.request.responses
+    model = state.config.models.get(parsed.request.model)
+    if extras is not None and model is not None:  # the model's word on hosted tools (docs/agents.md)
+        extras.drop_hosted = model.drop_hosted_tools
     if specs:
         parsed.tools = [*parsed.tools, *(s.echo() for s in specs)]
         await serve_mcp(

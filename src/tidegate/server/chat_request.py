@@ -157,4 +157,7 @@ def parse_chat_request(body: Any) -> GenerationRequest:
         stream_options=stream_options,
         raw_body=body,
         provider=provider,
+        # hints (docs/translation.md): what a translated route uses them for
+        prompt_cache_key=opt_str(body, "prompt_cache_key"),
+        safety_identifier=opt_str(body, "safety_identifier"),
     )

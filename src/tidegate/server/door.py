@@ -116,6 +116,8 @@ def provider_headers(c: Committed) -> dict[str, str]:
     }
     if c.region is not None:
         headers["x-served-region"] = c.region
+    if c.dropped:
+        headers["x-tidegate-dropped"] = ", ".join(c.dropped)
     return headers
 
 

@@ -24,7 +24,11 @@ class _ResponsesStream:
     def __init__(self, gen: Generation, parsed: ResponsesRequest) -> None:
         self.gen = gen
         self.renderer = ResponsesStreamRenderer(
-            generation_id=gen.id, public_model=gen.request.model, created=gen.created, echo=parsed.echo()
+            generation_id=gen.id,
+            public_model=gen.request.model,
+            created=gen.created,
+            echo=parsed.echo(),
+            tools=parsed.tool_refs,
         )
 
     def begin(self, committed: Committed) -> bytes:
@@ -45,7 +49,11 @@ class _ResponsesStream:
 
 def _responses_json(gen: Generation, parsed: ResponsesRequest) -> BuiltJson:
     builder = ResponseBuilder(
-        generation_id=gen.id, public_model=gen.request.model, created=gen.created, echo=parsed.echo()
+        generation_id=gen.id,
+        public_model=gen.request.model,
+        created=gen.created,
+        echo=parsed.echo(),
+        tools=parsed.tool_refs,
     )
     return BuiltJson(gen, builder)
 
@@ -53,7 +61,11 @@ def _responses_json(gen: Generation, parsed: ResponsesRequest) -> BuiltJson:
 def _mcp_answer(gen: Generation, parsed: ResponsesRequest, result: LoopResult) -> dict[str, Any]:
     """The buffered `response` object of an MCP tool loop (server/buffered.py)."""
     shell = ResponseBuilder(
-        generation_id=gen.id, public_model=gen.request.model, created=gen.created, echo=parsed.echo()
+        generation_id=gen.id,
+        public_model=gen.request.model,
+        created=gen.created,
+        echo=parsed.echo(),
+        tools=parsed.tool_refs,
     )
     return shell.response("completed", output=result.items, usage=gen.recorder.final_usage())
 

@@ -4,7 +4,10 @@ Input items become OpenAI-chat-shaped messages: `message` items keep their role,
 items become assistant `tool_calls`, `function_call_output` items become `tool` messages, and
 `reasoning` items become assistant `reasoning_details` (text + signature, or encrypted data) so a
 provider can replay its own thinking. Consecutive assistant-side items of one turn (reasoning,
-message, function calls) merge into one assistant message. Every unsupported field is a 400 naming it.
+message, function calls) merge into one assistant message. `custom_tool_call` items are calls of
+their flattened function, `custom_tool_call_output` items tool messages (server/responses_tools.py).
+The native door refuses every field it does not know; the Responses door's fields are sorted by
+server/responses_fields.py.
 """
 
 from __future__ import annotations
@@ -12,36 +15,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from ..errors import InvalidRequest, quote
 from ..gateway.routing import parse_provider_prefs
-from ..request import GenerationRequest, ReasoningOptions
+from ..request import GenerationRequest, ReasoningOptions, ResponsesExtras, ToolRef
+from .responses_fields import check_hints, check_include, only_fields, text_format
+from .responses_tools import Tools, convert_tool_choice, convert_tools, flat_name
 from .validate import opt_bool, opt_dict, opt_int, opt_list, opt_number, opt_str, require_object, require_str
 
-RESPONSES_FIELDS = frozenset(
-    {
-        "model",
-        "input",
-        "instructions",
-        "tools",
-        "tool_choice",
-        "max_output_tokens",
-        "reasoning",
-        "temperature",
-        "top_p",
-        "metadata",
-        "include",
-        "stream",
-        "store",
-        "parallel_tool_calls",
-        "provider",
-    }
-)
 # `provider`: the routing object of CONTRACT §12, on every generation door
 NATIVE_FIELDS = frozenset(
     {"model", "input", "instructions", "tools", "reasoning", "max_output_tokens", "stream", "metadata", "provider"}
 )
-INCLUDABLE = ("reasoning.encrypted_content",)
-EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 SUMMARIES = ("auto", "concise", "detailed")
 MESSAGE_ROLES = ("user", "assistant", "system", "developer")
 
@@ -58,6 +45,7 @@ class ResponsesRequest:
     metadata: dict[str, str] | None = None
     reasoning: dict[str, Any] | None = None
     include: list[str] = field(default_factory=list)
+    text: dict[str, Any] | None = None
 
     def echo(self) -> dict[str, Any]:
         """The request parameters every `response` object repeats."""
@@ -72,7 +60,14 @@ class ResponsesRequest:
             "max_output_tokens": r.max_tokens,
             "temperature": r.temperature,
             "top_p": r.top_p,
+            **({"text": self.text} if self.text is not None else {}),
         }
+
+    @property
+    def tool_refs(self) -> dict[str, ToolRef]:
+        """Flat tool name → the Responses tool it stands for (custom and namespaced tools)."""
+        extras = self.request.responses
+        return extras.tools if extras is not None else {}
 
 
 def _reject_unknown(body: dict[str, Any], allowed: frozenset[str], door: str) -> None:
@@ -193,24 +188,23 @@ class _Messages:
         self.tail = None
 
     def add_reasoning(self, item: dict[str, Any], where: str) -> None:
-        tail = self._assistant(allow_content=False)
-        existing: list[dict[str, Any]] = tail.setdefault("reasoning_details", [])
+        tail = self.tail
+        joins = tail is not None and tail.get("content") is None and not tail.get("tool_calls")  # as `_assistant`
+        existing = tail.get("reasoning_details", []) if joins and tail is not None else []
         details = _reasoning_details(item, where, len({d["index"] for d in existing}))
-        if not details:
-            raise InvalidRequest(f"'{where}' has no content, summary or encrypted_content to replay")
-        existing.extend(details)
+        if not details:  # nothing to replay (agents send such items back too): it adds nothing
+            return
+        tail = self._assistant(allow_content=False)
+        tail.setdefault("reasoning_details", []).extend(details)
 
-    def add_call(self, item: dict[str, Any], where: str) -> None:
-        for name in ("call_id", "name", "arguments"):
-            if not isinstance(item.get(name), str):
-                raise InvalidRequest(f"'{where}.{name}' must be a string")
+    def add_call(self, call_id: Any, name: str, arguments: Any, where: str) -> None:
+        if not isinstance(call_id, str) or not call_id:
+            raise InvalidRequest(f"'{where}.call_id' must be a non-empty string")
+        if not isinstance(arguments, str):
+            raise InvalidRequest(f"'{where}.arguments' (a custom tool call's 'input') must be a string")
         tail = self._assistant()
         tail.setdefault("tool_calls", []).append(
-            {
-                "id": item["call_id"],
-                "type": "function",
-                "function": {"name": item["name"], "arguments": item["arguments"]},
-            }
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
         )
 
     def add_output(self, item: dict[str, Any], where: str) -> None:
@@ -226,7 +220,19 @@ class _Messages:
         self.tail = None
 
 
-def convert_input(raw: Any, instructions: str | None) -> list[dict[str, Any]]:
+def _call_name(item: dict[str, Any], where: str) -> str:
+    """The flat name a translated model knows the called tool by (server/responses_tools.py)."""
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidRequest(f"'{where}.name' must be a non-empty string")
+    namespace = item.get("namespace")
+    return flat_name(name, namespace if isinstance(namespace, str) and namespace else None)
+
+
+def convert_input(raw: Any, instructions: str | None, only: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Input items → chat messages. An item type a translated route cannot replay (a hosted tool's
+    call, an item reference, ...) goes to `only` as `input[i].type` (the Responses door: a route
+    that speaks the Responses API takes it as sent); without `only` (the native door) it is a 400."""
     messages = _Messages()
     if instructions:
         messages.add_message({"role": "system", "content": instructions})
@@ -245,11 +251,17 @@ def convert_input(raw: Any, instructions: str | None) -> list[dict[str, Any]]:
         if itype == "message":
             messages.add_message(_message(item, where))
         elif itype == "function_call":
-            messages.add_call(item, where)
-        elif itype == "function_call_output":
+            messages.add_call(item.get("call_id"), _call_name(item, where), item.get("arguments"), where)
+        elif itype == "custom_tool_call":
+            text = item.get("input")
+            arguments = orjson.dumps({"input": text}).decode() if isinstance(text, str) else None
+            messages.add_call(item.get("call_id"), _call_name(item, where), arguments, where)
+        elif itype in ("function_call_output", "custom_tool_call_output"):
             messages.add_output(item, where)
         elif itype == "reasoning":
             messages.add_reasoning(item, where)
+        elif only is not None:
+            only[f"{where}.type"] = itype
         else:
             raise InvalidRequest(
                 f"'{where}.type' {quote(itype)} is not supported; use message, function_call, "
@@ -258,65 +270,23 @@ def convert_input(raw: Any, instructions: str | None) -> list[dict[str, Any]]:
     return messages.out
 
 
-def convert_tools(raw: list[Any] | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
-    """Responses function tools → (the echo for the response object, chat-shaped tools)."""
-    if not raw:
-        return [], None
-    echo: list[dict[str, Any]] = []
-    chat: list[dict[str, Any]] = []
-    for i, tool in enumerate(raw):
-        where = f"tools[{i}]"
-        if not isinstance(tool, dict) or tool.get("type") != "function":
-            got = tool.get("type") if isinstance(tool, dict) else None
-            raise InvalidRequest(f"'{where}.type' must be 'function' (function tools only), got {quote(got)}")
-        name = tool.get("name")
-        if not isinstance(name, str) or not name:
-            raise InvalidRequest(f"'{where}.name' is required")
-        params = tool.get("parameters")
-        if params is not None and not isinstance(params, dict):
-            raise InvalidRequest(f"'{where}.parameters' must be a JSON Schema object")
-        description = tool.get("description")
-        if description is not None and not isinstance(description, str):
-            raise InvalidRequest(f"'{where}.description' must be a string")
-        strict = tool.get("strict")
-        if strict is not None and not isinstance(strict, bool):
-            raise InvalidRequest(f"'{where}.strict' must be a boolean")
-        function: dict[str, Any] = {"name": name, "parameters": params or {"type": "object", "properties": {}}}
-        if description is not None:
-            function["description"] = description
-        if strict is not None:
-            function["strict"] = strict
-        chat.append({"type": "function", "function": function})
-        echo.append(
-            {"type": "function", "name": name, "description": description, "parameters": params, "strict": strict}
-        )
-    return echo, chat
-
-
-def convert_tool_choice(raw: Any) -> tuple[Any, Any]:
-    """→ (the echo, the chat-shaped tool_choice)."""
-    if raw is None:
-        return "auto", None
-    if raw in ("none", "auto", "required"):
-        return raw, raw
-    if isinstance(raw, dict) and raw.get("type") == "function" and isinstance(raw.get("name"), str):
-        return {"type": "function", "name": raw["name"]}, {"type": "function", "function": {"name": raw["name"]}}
-    raise InvalidRequest("'tool_choice' must be 'none', 'auto', 'required' or {'type': 'function', 'name': ...}")
-
-
-def _reasoning(body: dict[str, Any]) -> tuple[dict[str, Any] | None, ReasoningOptions | None]:
+def _reasoning(body: dict[str, Any], only: dict[str, Any]) -> tuple[dict[str, Any] | None, ReasoningOptions | None]:
     raw = opt_dict(body, "reasoning")
     if raw is None:
         return None, None
     for name in raw:
-        if name not in ("effort", "summary"):
+        if name not in ("effort", "summary", "generate_summary", "context", "mode"):
             raise InvalidRequest(f"'reasoning.{name}' is not supported; use reasoning.effort and reasoning.summary")
     effort = opt_str(raw, "effort")
     if effort is not None and effort not in EFFORTS:
         raise InvalidRequest(f"'reasoning.effort' must be one of {', '.join(EFFORTS)}")
-    summary = opt_str(raw, "summary")
+    summary = opt_str(raw, "summary") or opt_str(raw, "generate_summary")  # (the deprecated spelling)
     if summary is not None and summary not in SUMMARIES:
         raise InvalidRequest(f"'reasoning.summary' must be one of {', '.join(SUMMARIES)}")
+    # which earlier reasoning the model sees, and a "pro" mode: only the Responses API has them
+    for name, neutral in (("context", "auto"), ("mode", "standard")):
+        if raw.get(name) not in (None, neutral):
+            only[f"reasoning.{name}"] = raw[name]
     return {"effort": effort, "summary": summary}, ReasoningOptions(effort=effort, summary=summary)
 
 
@@ -332,20 +302,33 @@ def _metadata(body: dict[str, Any]) -> dict[str, str] | None:
     return dict(raw)
 
 
-def _parse(body: Any, allowed: frozenset[str], door: str, stream_default: bool) -> ResponsesRequest:
+def _native_tools(raw: list[Any] | None) -> Tools:
+    """The native door's tools: function tools only (its MCP tools were split off before)."""
+    for i, tool in enumerate(raw or []):
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            got = tool.get("type") if isinstance(tool, dict) else None
+            raise InvalidRequest(f"'tools[{i}].type' must be 'function' (function tools only), got {quote(got)}")
+    return convert_tools(raw)
+
+
+def _parse(body: Any, door: str, stream_default: bool) -> ResponsesRequest:
     body = require_object(body)
-    _reject_unknown(body, allowed, door)
+    responses = door == "/v1/responses"
+    only: dict[str, Any] = {}
+    if responses:
+        only = only_fields(body)
+        check_hints(body)
+    else:
+        _reject_unknown(body, NATIVE_FIELDS, door)
     model = require_str(body, "model")
     instructions = opt_str(body, "instructions")
-    messages = convert_input(body.get("input"), instructions)
-    tools_echo, tools = convert_tools(opt_list(body, "tools"))
-    choice_echo, tool_choice = convert_tool_choice(body.get("tool_choice"))
-    reasoning_echo, reasoning = _reasoning(body)
-    include = opt_list(body, "include") or []
-    for i, value in enumerate(include):
-        if value not in INCLUDABLE:
-            raise InvalidRequest(f"'include[{i}]' {quote(value)} is not supported; supported: {', '.join(INCLUDABLE)}")
-    opt_bool(body, "store")
+    messages = convert_input(body.get("input"), instructions, only if responses else None)
+    tools = convert_tools(opt_list(body, "tools")) if responses else _native_tools(opt_list(body, "tools"))
+    choice_echo, tool_choice, choice_only = convert_tool_choice(body.get("tool_choice"), tools)
+    if choice_only is not None:
+        only[choice_only] = body["tool_choice"]
+    reasoning_echo, reasoning = _reasoning(body, only)
+    text_echo, response_format = text_format(body, only)
     parallel = opt_bool(body, "parallel_tool_calls", default=True)
     request = GenerationRequest(
         model=model,
@@ -354,31 +337,38 @@ def _parse(body: Any, allowed: frozenset[str], door: str, stream_default: bool) 
         max_tokens=opt_int(body, "max_output_tokens", lo=1),
         temperature=opt_number(body, "temperature", 0.0, 2.0),
         top_p=opt_number(body, "top_p", 0.0, 1.0),
-        tools=tools,
+        tools=tools.chat or None,
         tool_choice=tool_choice,
         parallel_tool_calls=body.get("parallel_tool_calls")
         if isinstance(body.get("parallel_tool_calls"), bool)
         else None,
         reasoning=reasoning,
+        user=opt_str(body, "user") if responses else None,
+        response_format=response_format,
         provider=parse_provider_prefs(body.get("provider")),
+        prompt_cache_key=opt_str(body, "prompt_cache_key") if responses else None,
+        safety_identifier=opt_str(body, "safety_identifier") if responses else None,
     )
+    if responses:
+        request.responses = ResponsesExtras(body=body, only=only, hosted=tools.hosted, tools=tools.refs)
     return ResponsesRequest(
         request=request,
         instructions=instructions,
-        tools=tools_echo,
+        tools=tools.echo,
         tool_choice=choice_echo,
         parallel_tool_calls=parallel,
         metadata=_metadata(body),
         reasoning=reasoning_echo,
-        include=list(include),
+        include=check_include(body) if responses else [],
+        text=text_echo,
     )
 
 
 def parse_responses_request(body: Any) -> ResponsesRequest:
     """`POST /v1/responses` (stream defaults to false)."""
-    return _parse(body, RESPONSES_FIELDS, "/v1/responses", stream_default=False)
+    return _parse(body, "/v1/responses", stream_default=False)
 
 
 def parse_native_request(body: Any) -> ResponsesRequest:
     """`POST /api/v1/llm/responses` (stream defaults to true)."""
-    return _parse(body, NATIVE_FIELDS, "/api/v1/llm/responses", stream_default=True)
+    return _parse(body, "/api/v1/llm/responses", stream_default=True)

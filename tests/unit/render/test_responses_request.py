@@ -147,13 +147,9 @@ def test_function_call_without_preceding_assistant_starts_a_turn() -> None:
 @pytest.mark.parametrize(
     ("body", "mentions"),
     [
-        ({"model": "m", "input": "x", "previous_response_id": "resp_1"}, "'previous_response_id'"),
-        ({"model": "m", "input": "x", "text": {"format": {"type": "text"}}}, "'text'"),
-        ({"model": "m", "input": "x", "truncation": "auto"}, "'truncation'"),
         ({"model": "m"}, "'input'"),
         ({"input": "x"}, "'model'"),
         ({"model": "m", "input": 5}, "'input'"),
-        ({"model": "m", "input": [{"type": "item_reference", "id": "x"}]}, "'input[0].type'"),
         ({"model": "m", "input": [{"role": "robot", "content": "x"}]}, "'input[0].role'"),
         (
             {"model": "m", "input": [{"role": "user", "content": [{"type": "input_file"}]}]},
@@ -165,23 +161,66 @@ def test_function_call_without_preceding_assistant_starts_a_turn() -> None:
         ),
         ({"model": "m", "input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}, "'input[0].call_id'"),
         ({"model": "m", "input": [{"type": "function_call_output", "output": "x"}]}, "'input[0].call_id'"),
-        ({"model": "m", "input": [{"type": "reasoning", "summary": []}]}, "'input[0]'"),
-        ({"model": "m", "input": "x", "tools": [{"type": "web_search"}]}, "'tools[0].type'"),
         ({"model": "m", "input": "x", "tools": [{"type": "function"}]}, "'tools[0].name'"),
         ({"model": "m", "input": "x", "tool_choice": "sometimes"}, "'tool_choice'"),
-        ({"model": "m", "input": "x", "include": ["message.output_text.logprobs"]}, "'include[0]'"),
         ({"model": "m", "input": "x", "reasoning": {"effort": "extreme"}}, "'reasoning.effort'"),
-        ({"model": "m", "input": "x", "reasoning": {"generate_summary": "auto"}}, "'reasoning.generate_summary'"),
         ({"model": "m", "input": "x", "max_output_tokens": 0}, "'max_output_tokens'"),
         ({"model": "m", "input": "x", "temperature": 3}, "'temperature'"),
         ({"model": "m", "input": "x", "stream": "yes"}, "'stream'"),
         ({"model": "m", "input": "x", "metadata": {"k": 1}}, "'metadata.k'"),
+        ({"model": "m", "input": "x", "text": {"format": {"type": "yaml"}}}, "'text.format.type'"),
+        ({"model": "m", "input": "x", "include": ["everything"]}, "'include[0]'"),
+        ({"model": "m", "input": "x", "tools": [{"type": "telepathy"}]}, "'tools[0].type'"),
+        ({"model": "m", "input": "x", "tools": [{"type": "namespace", "name": "n", "tools": []}]}, "'tools[0].tools'"),
+        ({"model": "m", "input": "x", "tools": [{"type": "custom"}]}, "'tools[0].name'"),
+        ({"model": "m", "input": [{"type": "custom_tool_call", "call_id": "c", "name": "p"}]}, "'input[0].arguments'"),
     ],
 )
 def test_responses_400_names_the_field(body: dict[str, Any], mentions: str) -> None:
     with pytest.raises(InvalidRequest) as exc:
         parse_responses_request(body)
     assert mentions in exc.value.message
+
+
+@pytest.mark.parametrize(
+    ("body", "only"),
+    [
+        ({"previous_response_id": "resp_1"}, {"previous_response_id": "resp_1"}),
+        ({"truncation": "auto", "background": True}, {"truncation": "auto", "background": True}),
+        ({"truncation": "disabled", "background": False, "service_tier": "auto"}, {}),
+        ({"input": [{"type": "item_reference", "id": "x"}]}, {"input[0].type": "item_reference"}),
+        ({"text": {"verbosity": "high"}}, {"text.verbosity": "high"}),
+        ({"reasoning": {"context": "all_turns"}}, {"reasoning.context": "all_turns"}),
+        (
+            {"tool_choice": {"type": "allowed_tools", "mode": "auto", "tools": []}},
+            {"tool_choice": {"type": "allowed_tools", "mode": "auto", "tools": []}},
+        ),
+        ({"prompt_cache_key": "k", "client_metadata": {"a": "b"}, "store": False, "user": "u"}, {}),
+    ],
+)
+def test_responses_only_fields_are_kept_by_name(body: dict[str, Any], only: dict[str, Any]) -> None:
+    """Fields only a Responses API route honours: refused by name on the others (providers/fidelity.py)."""
+    parsed = parse_responses_request({"model": "m", "input": "x", **body})
+    assert parsed.request.responses is not None and parsed.request.responses.only == only
+
+
+def test_responses_hosted_tools_and_text_format() -> None:
+    parsed = parse_responses_request(
+        {
+            "model": "m",
+            "input": "x",
+            "tools": [{"type": "web_search", "external_web_access": False}, {"type": "function", "name": "f"}],
+            "text": {"format": {"type": "json_schema", "name": "n", "schema": {"type": "object"}}},
+        }
+    )
+    extras = parsed.request.responses
+    assert extras is not None and extras.hosted == {"tools[0]": "web_search"} and not extras.only
+    assert [t["function"]["name"] for t in parsed.request.tools or []] == ["f"]
+    assert parsed.request.response_format == {
+        "type": "json_schema",
+        "json_schema": {"name": "n", "schema": {"type": "object"}},
+    }
+    assert parsed.echo()["tools"][0] == {"type": "web_search", "external_web_access": False}
 
 
 @pytest.mark.parametrize("field", ["tool_choice", "temperature", "include", "store", "messages"])
