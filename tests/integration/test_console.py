@@ -4,6 +4,7 @@ installs it when missing). Screenshots of each page go to the test's output dire
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,8 +36,10 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPr
                 "m/quiet": [("emu", "silence:1.5")],
                 "m/broken": [("emu", "error-mid")],
                 "m/think": [("emu", "reasoning_content")],
+                "m/hello": [("emu", "text")],
             },
         )
+        config += '[models."tidegate/auto"]\ntype = "router"\ncandidates = ["m/hello"]\n'
         server = start_server(workdir, config)
         master = {"Authorization": f"Bearer {MASTER_KEY}"}
         keys = {}
@@ -51,8 +54,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPr
             assert MASTER_KEY not in server.log() and keys["ops"] not in server.log()
 
 
-def _login(base: str, secret: str) -> httpx.Response:
-    return httpx.post(base + "/ui/login", json={"key": secret})
+def _login(base: str, secret: str, headers: dict[str, str] | None = None) -> httpx.Response:
+    return httpx.post(base + "/ui/login", json={"key": secret}, headers=headers)
 
 
 def test_the_session_is_httponly_strict_signed_and_csrf_checked(gateway: tuple[ServerProcess, dict[str, str]]) -> None:
@@ -82,6 +85,56 @@ def test_the_session_is_httponly_strict_signed_and_csrf_checked(gateway: tuple[S
     assert httpx.get(base + "/ui/session", cookies={"tidegate_session": forged}).status_code == 401
     out = httpx.post(base + "/ui/logout", cookies=jar, headers={"x-csrf-token": csrf})
     assert out.status_code == 200 and "Max-Age=0" in out.headers["set-cookie"]
+    assert "Secure" not in cookie_header and "Secure" not in out.headers["set-cookie"]  # plain HTTP
+
+
+def test_behind_a_tls_proxy_the_cookie_is_secure(gateway: tuple[ServerProcess, dict[str, str]]) -> None:
+    """A proxy on loopback (docs/deployment.md's nginx) that says the browser came over HTTPS gets a
+    `Secure` cookie, for the login and for the logout that clears it."""
+    server, keys = gateway
+    https = {"x-forwarded-proto": "https"}
+    ok = _login(server.base_url, keys["ops"], https)
+    assert ok.status_code == 200 and ok.headers["set-cookie"].endswith("; Secure")
+    jar = {"tidegate_session": ok.headers["set-cookie"].split(";")[0].split("=", 1)[1]}
+    out = httpx.post(server.base_url + "/ui/logout", cookies=jar, headers={**https, "x-csrf-token": ok.json()["csrf"]})
+    assert (
+        out.status_code == 200 and "Max-Age=0" in out.headers["set-cookie"] and "; Secure" in out.headers["set-cookie"]
+    )
+    assert "Secure" not in _login(server.base_url, keys["ops"], {"x-forwarded-proto": "http"}).headers["set-cookie"]
+
+
+def test_x_forwarded_proto_from_an_untrusted_address_is_ignored(tmp_path: Path) -> None:
+    """With `TIDEGATE_FORWARDED_ALLOW_IPS` naming another proxy, loopback is no longer trusted: its
+    X-Forwarded-Proto changes nothing."""
+    with OpenAIUpstream() as emu:
+        config = tidegate_toml(sqlite_url(tmp_path), {"emu": {"kind": "openai", "base_url": emu.base_url}}, {})
+        server = start_server(tmp_path, config, extra_env={"TIDEGATE_FORWARDED_ALLOW_IPS": "10.20.0.0/16"})
+        try:
+            ok = _login(server.base_url, MASTER_KEY, {"x-forwarded-proto": "https"})
+            assert ok.status_code == 200 and "Secure" not in ok.headers["set-cookie"]
+        finally:
+            server.stop()
+
+
+def test_every_answer_says_nosniff(gateway: tuple[ServerProcess, dict[str, str]]) -> None:
+    """The console's files, its session answers, the API's JSON and errors and a stream: each head
+    carries `X-Content-Type-Options: nosniff`."""
+    server, keys = gateway
+    base, bearer = server.base_url, {"Authorization": f"Bearer {keys['ops']}"}
+    answers = [
+        httpx.get(base + "/ui/"),
+        httpx.get(base + "/ui/app.js"),
+        httpx.get(base + "/ui/session"),  # 401
+        httpx.get(base + "/"),  # 302
+        httpx.get(base + "/v1/models", headers=bearer),
+        httpx.get(base + "/v1/models"),  # 401
+        httpx.get(base + "/healthz"),
+    ]
+    body = {"model": "m/hello", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    with httpx.stream("POST", base + "/v1/chat/completions", json=body, headers=bearer, timeout=30) as stream:
+        assert "[DONE]" in stream.read().decode()
+        answers.append(stream)
+    assert [r.headers.get("x-content-type-options") for r in answers] == ["nosniff"] * len(answers)
 
 
 def _shot(page: Page, out: Path, name: str) -> None:
@@ -96,6 +149,7 @@ def test_the_console_in_chromium(gateway: tuple[ServerProcess, dict[str, str]], 
         page = context.new_page()
         page.goto(server.base_url + "/")
         expect(page.locator("#key")).to_be_visible()
+        expect(page.locator("#nav")).to_be_hidden()  # no page to go to before the login
         page.fill("#key", keys["ops"])
         page.click("#login")
         expect(page.locator("#nav")).to_be_visible()
@@ -114,6 +168,11 @@ def test_the_console_in_chromium(gateway: tuple[ServerProcess, dict[str, str]], 
         assert gid
         row = log.locator(f'tr[data-id="{gid}"]')
         expect(row).to_have_attribute("data-status", "in_progress")
+        # while it runs (the upstream silent after "Hello"): who serves, its TTFT, its tokens so far
+        running = log.locator(f'tr[data-id="{gid}"][data-status="in_progress"]')
+        expect(running.locator('[data-col="provider"]')).to_have_text("emu")
+        expect(running.locator('[data-col="ttft"]')).to_have_text(re.compile(r"^\d+ ms$"))
+        expect(running.locator('[data-col="tokens"]')).to_have_text(re.compile(r"^~\d+$"))
         _shot(log, tmp_path, "log-running")
         expect(page.locator("#stream-state")).to_have_text("completed", timeout=10_000)
         expect(row).to_have_attribute("data-status", "completed", timeout=5_000)
@@ -123,6 +182,10 @@ def test_the_console_in_chromium(gateway: tuple[ServerProcess, dict[str, str]], 
         # its page replays it at the pace it streamed: "Hello", then 1.5 s of nothing, then the rest
         page.goto(server.base_url + f"/ui/#/gen/{gid}")
         expect(page.locator("#output")).to_have_text("Hello, world \u00e9\u2713!")
+        fact = lambda name: page.locator(f'#facts dd[data-fact="{name}"]')  # noqa: E731
+        expect(fact("key")).to_have_text(re.compile(r"^ops \(\w+\)$"))
+        expect(fact("created")).to_have_text(re.compile(r"\d"))
+        expect(fact("route reason")).to_have_text("strategy=ordered")
         page.click("#replay")
         seen: list[tuple[float, str]] = []  # (the replay's clock, the text shown then), read together
         shown = "[document.querySelector('#replay-clock').textContent, document.querySelector('#output').textContent]"
@@ -163,15 +226,39 @@ def test_the_console_in_chromium(gateway: tuple[ServerProcess, dict[str, str]], 
         expect(page.locator("#output")).to_have_class("incomplete")
         _shot(page, tmp_path, "generation-failed")
 
+        # a router model is in the playground's list and streams like any chat model
+        page.goto(server.base_url + "/ui/#/playground")
+        page.select_option("#model", "tidegate/auto", timeout=5_000)
+        page.fill("#prompt", "hello?")
+        page.click("#send")
+        expect(page.locator("#stream-state")).to_have_text("completed", timeout=10_000)
+        expect(page.locator("#reply")).to_have_text("Hello, world \u00e9\u2713!")
+
         page.goto(server.base_url + "/ui/#/usage")
         expect(page.locator("#tokens-by-model text").first).to_be_visible()
         expect(page.locator("#tokens-by-model")).to_contain_text("m/quiet")
         _shot(page, tmp_path, "usage")
+
+        # at a phone's width the page fits; the log's table scrolls sideways inside its box
+        phone = context.new_page()
+        phone.set_viewport_size({"width": 375, "height": 740})
+        for where in ("#/log", "#/usage", f"#/gen/{gid}", "#/playground"):
+            phone.goto(server.base_url + "/ui/" + where)
+            expect(phone.locator("main h2")).to_be_visible()
+            if where == "#/log":
+                expect(phone.locator("#log-rows tr").first).to_be_visible()
+                _shot(phone, tmp_path, "log-phone")
+            assert phone.evaluate("document.documentElement.scrollWidth") <= 375, where
+        phone.goto(server.base_url + "/ui/#/log")
+        expect(phone.locator("#log-rows tr").first).to_be_visible()
+        box = "document.querySelector('#log-box')"
+        assert phone.evaluate(f"{box}.scrollWidth > {box}.clientWidth")  # the columns are all there, scrolled to
         browser.close()
     assert sorted(p.name for p in tmp_path.glob("console-*.png")) == [
         "console-generation-failed.png",
         "console-generation-reasoning.png",
         "console-generation-replay.png",
+        "console-log-phone.png",
         "console-log-running.png",
         "console-log.png",
         "console-playground.png",

@@ -56,13 +56,18 @@ const fmt = {
   ms: (v) => (v == null ? "" : `${Math.round(v)} ms`),
   cost: (v) => (v ? `$${v.toFixed(6)}` : ""),
   time: (t) => new Date(t * 1000).toLocaleTimeString(),
+  when: (t) => new Date(t * 1000).toLocaleString(),
+  // a running generation's tokens are counted as they come (~4 characters a token until the
+  // provider reports its usage): "~" says so
+  tokens: (g) => (g.usage.total_tokens ? `${g.status === "in_progress" && g.usage_estimated ? "~" : ""}${g.usage.total_tokens}` : ""),
 };
 
 async function logView() {
   const body = el("tbody", { id: "log-rows" });
   const heads = ["time", "model", "provider", "status", "fallback", "TTFT", "tokens", "estimated", "cost"];
   const table = el("table", { id: "log" }, el("thead", {}, el("tr", {}, ...heads.map((h) => el("th", { text: h })))), body);
-  show(el("h2", { text: "Live log" }), table);
+  // a phone's width holds a few columns: the table scrolls sideways inside its box, the page does not
+  show(el("h2", { text: "Live log" }), el("div", { class: "scroll", id: "log-box" }, table));
   const refresh = async () => {
     const r = await api("/api/v1/generations?limit=50");
     if (r.status === 401) return loginView("The session ended: log in again.");
@@ -70,9 +75,9 @@ async function logView() {
       const link = el("a", { href: `#/gen/${g.id}`, text: fmt.time(g.created_at) });
       const status = el("span", { class: `status status-${g.status}`, text: g.status });
       const cells = [
-        el("td", {}, link), el("td", { text: g.model }), el("td", { text: g.provider || "" }), el("td", {}, status),
-        el("td", { text: g.attempts > 1 ? `yes (${g.attempts} tries)` : "" }), el("td", { class: "num", text: fmt.ms(g.ttft_ms) }),
-        el("td", { class: "num", text: String(g.usage.total_tokens || "") }), el("td", { text: g.usage_estimated ? "estimated" : "" }),
+        el("td", {}, link), el("td", { text: g.model }), el("td", { "data-col": "provider", text: g.provider || "" }), el("td", {}, status),
+        el("td", { text: g.attempts > 1 ? `yes (${g.attempts} tries)` : "" }), el("td", { class: "num", "data-col": "ttft", text: fmt.ms(g.ttft_ms) }),
+        el("td", { class: "num", "data-col": "tokens", text: fmt.tokens(g) }), el("td", { text: g.usage_estimated ? "estimated" : "" }),
         el("td", { class: "num", text: fmt.cost(g.cost) }),
       ];
       return el("tr", { "data-id": g.id, "data-status": g.status }, ...cells);
@@ -87,12 +92,13 @@ async function generationView(id) {
   const r = await api(`/api/v1/generations/${encodeURIComponent(id)}`);
   if (!r.ok) return show(el("p", { class: "error", text: (await r.json()).error.message }));
   const g = await r.json();
-  const facts = [["status", g.status], ["model", g.model], ["provider", g.provider], ["served model", g.served_model],
+  const facts = [["status", g.status], ["created", fmt.when(g.created_at)], ["key", await keyName(g.key_id)],
+    ["model", g.model], ["provider", g.provider], ["served model", g.served_model], ["route reason", g.route_reason],
     ["attempts", g.attempts], ["finish reason", g.finish_reason], ["TTFT", fmt.ms(g.ttft_ms)], ["duration", fmt.ms(g.duration_ms)],
     ["prompt tokens", g.usage.prompt_tokens], ["completion tokens", g.usage.completion_tokens],
     ["usage", g.usage_estimated ? "estimated" : "reported by the provider"], ["cost", fmt.cost(g.cost)],
     ["error", g.error ? `${g.error.code}: ${g.error.message}` : ""]];
-  const list = el("dl", {}, ...facts.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: v == null ? "" : String(v) })]));
+  const list = el("dl", { id: "facts" }, ...facts.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { "data-fact": k, text: v == null ? "" : String(v) })]));
   const complete = g.status === "completed";
   const partial = complete ? "" : "incomplete";
   const output = el("pre", { id: "output", class: partial, text: g.output_text });
@@ -101,6 +107,13 @@ async function generationView(id) {
   const parts = reasoning ? [el("h3", { text: "Reasoning" }), reasoning, el("h3", { text: "Answer" }), output] : [output];
   show(el("h2", { text: `Generation ${g.id}` }), list, label, ...parts);
   if (g.pace && g.pace.length > 1) replayAtPace(g, label, output, reasoning);
+}
+
+async function keyName(id) {
+  // the record names its key by id; the admin API has its name (the master key is no stored key)
+  if (id === "master") return "the master key";
+  const r = await api(`/api/v1/keys/${encodeURIComponent(id)}`);
+  return r.ok ? `${(await r.json()).name} (${id})` : id;
 }
 
 function replayAtPace(g, label, output, reasoning) {
@@ -144,7 +157,9 @@ function barChart(id, title, rows, value) {
   const width = 640, bar = 22, height = rows.length * bar + 30;
   const max = Math.max(1e-12, ...rows.map(value));
   const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
-  for (const [k, v] of Object.entries({ id, class: "chart", width, height, role: "img", "aria-label": title })) svg.setAttribute(k, v);
+  // drawn on a 640-wide grid, shown at most as wide as the page (a phone's is narrower)
+  const attributes = { id, class: "chart", viewBox: `0 0 ${width} ${height}`, width, role: "img", "aria-label": title };
+  for (const [k, v] of Object.entries(attributes)) svg.setAttribute(k, v);
   const add = (tag, attrs, text) => {
     const n = document.createElementNS("http://www.w3.org/2000/svg", tag);
     for (const [k, v] of Object.entries(attrs)) n.setAttribute(k, v);
@@ -174,7 +189,8 @@ async function usageView() {
 }
 
 async function playgroundView() {
-  const models = (await (await api("/v1/models")).json()).data.filter((m) => !m.type || m.type === "chat");
+  // router models (`tidegate/auto`) answer on the chat door like chat models
+  const models = (await (await api("/v1/models")).json()).data.filter((m) => !m.type || m.type === "chat" || m.type === "router");
   const select = el("select", { id: "model" }, ...models.map((m) => el("option", { value: m.id, text: m.id })));
   const prompt = el("textarea", { id: "prompt", placeholder: "Ask something" });
   const send = el("button", { type: "button", id: "send", text: "Send" });

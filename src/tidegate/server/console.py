@@ -7,6 +7,10 @@ cookie is signed, not stored: `base64(key id, expiry) . HMAC-SHA256`, with a sec
 key, a random one per process. It never holds the key. Each request checks the key again (a revoked
 key or a lost admin flag ends its sessions at once). A request that changes anything must also carry
 `X-CSRF-Token`, an HMAC of the cookie that the page reads from `/ui/session`.
+
+Over HTTPS the cookie is also `Secure`: when the server itself took the request over TLS, or when a
+trusted proxy says so with `X-Forwarded-Proto: https` (a proxy is trusted when the connection comes
+from loopback, where docs/deployment.md's nginx runs, or from `TIDEGATE_FORWARDED_ALLOW_IPS`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import ipaddress
 import os
 import time
 from importlib import resources
@@ -32,8 +37,46 @@ SESSION_S = 12 * 3600
 STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript", "app.css": "text/css"}
 # the console's own files only: no inline script, no other origin
 CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'"
+FORWARDED_ALLOW = "TIDEGATE_FORWARDED_ALLOW_IPS"
 _MASTER = os.environ.get("TIDEGATE_MASTER_KEY")
 _SECRET = hashlib.sha256(b"tidegate-console\0" + _MASTER.encode()).digest() if _MASTER else os.urandom(32)
+
+
+def _trusted_proxies(spec: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network] | None:
+    """`TIDEGATE_FORWARDED_ALLOW_IPS`: addresses or networks, comma-separated; `*` (None) trusts any."""
+    if spec.strip() == "*":
+        return None
+    try:
+        return [ipaddress.ip_network(part.strip(), strict=False) for part in spec.split(",") if part.strip()]
+    except ValueError as exc:
+        raise ValueError(f"{FORWARDED_ALLOW}: {exc} (addresses or networks, comma-separated, or *)") from None
+
+
+_PROXIES = _trusted_proxies(os.environ.get(FORWARDED_ALLOW, "127.0.0.0/8, ::1"))
+
+
+def over_https(req: Request) -> bool:
+    """Whether the browser reached the gateway over HTTPS: a TLS connection to this server, or one to
+    a proxy in front of it that says so and whose address is trusted."""
+    if req.scope.get("scheme") == "https":
+        return True
+    proto = (req.header("x-forwarded-proto") or "").split(",")[0].strip().lower()
+    if proto != "https":
+        return False
+    if _PROXIES is None:
+        return True
+    try:
+        peer = ipaddress.ip_address(req.client_host)
+    except ValueError:  # a Unix socket: no address to trust
+        return False
+    if isinstance(peer, ipaddress.IPv6Address) and peer.ipv4_mapped is not None:
+        peer = peer.ipv4_mapped
+    return any(peer in network for network in _PROXIES)
+
+
+def _cookie(req: Request, value: str, max_age: int) -> str:
+    secure = "; Secure" if over_https(req) else ""
+    return f"{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"
 
 
 def _sign(data: bytes) -> str:
@@ -94,7 +137,7 @@ async def _login(req: Request, state: AppState) -> None:
     if not (key.is_master or key.admin):
         raise Forbidden('the console needs the master key or a key with "admin": true')
     cookie = _cookie_value(key.id)
-    attributes = f"{COOKIE}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={SESSION_S}"
+    attributes = _cookie(req, cookie, SESSION_S)
     await req.respond_json(200, {"name": key.name, "csrf": csrf_token(cookie)}, {"set-cookie": attributes})
 
 
@@ -119,8 +162,7 @@ async def serve(req: Request, state: AppState) -> None:
             return
         if req.method != "POST":
             raise MethodNotAllowed("use POST /ui/logout")
-        gone = f"{COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"
-        await req.respond_json(200, {"logged_out": True}, {"set-cookie": gone})
+        await req.respond_json(200, {"logged_out": True}, {"set-cookie": _cookie(req, "", 0)})
         return
     name = "index.html" if path == "/ui/" else path.removeprefix("/ui/")
     if req.method != "GET" or name not in STATIC:

@@ -7,6 +7,7 @@ from ..errors import GenerationNotFound, InvalidRequest, quote
 from ..gateway.recovery import recovered
 from ..store.base import ApiKey
 from .http import Request
+from .live import as_it_stands
 from .state import AppState
 
 
@@ -15,8 +16,8 @@ async def get_generation(req: Request, state: AppState, key: ApiKey) -> None:
     record = await state.store.get_generation(gid)
     if record is None or (record.key_id != key.id and not key.is_master):
         raise GenerationNotFound(f"no generation {quote(gid)} for this API key")
-    record = await recovered(state.store, record)
-    await req.respond_json(200, record.public())
+    record = await as_it_stands(state, await recovered(state.store, record))
+    await req.respond_json(200, {**record.public(), "key_id": record.key_id})
 
 
 async def cancel_generation(req: Request, state: AppState, key: ApiKey) -> None:
@@ -36,4 +37,5 @@ async def list_generations(req: Request, state: AppState, key: ApiKey) -> None:
         raise InvalidRequest("'limit' must be an integer from 1 to 200")
     everyone = key.is_master or key.admin
     records = await state.store.recent_generations(int(raw), None if everyone else key.id)
-    await req.respond_json(200, {"object": "list", "data": [{**r.public(), "key_id": r.key_id} for r in records]})
+    data = [{**(await as_it_stands(state, r)).public(), "key_id": r.key_id} for r in records]
+    await req.respond_json(200, {"object": "list", "data": data})

@@ -19,6 +19,8 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+# no browser may read a JSON error or a stream as a script or a page (the console is served here too)
+_NOSNIFF = (b"x-content-type-options", b"nosniff")
 
 
 @dataclass(slots=True)
@@ -181,6 +183,7 @@ class Request:
         """The head and, unless it is empty and more follows, a first body message."""
         self.status = status
         self._headers = None
+        headers.append(_NOSNIFF)  # every answer, once in its head: a stream's chunks never pass here
         start = {"type": "http.response.start", "status": status, "headers": headers}
         if more and not body:
             await self.send(start)
