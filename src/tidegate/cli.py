@@ -187,3 +187,7 @@ main.add_command(replay)
 from .cli_client import generations  # noqa: E402
 
 main.add_command(generations)
+
+from .cli_client import embed  # noqa: E402
+
+main.add_command(embed)

@@ -1,4 +1,4 @@
-"""Client-side commands (`chat`, `replay`, `generations show`, `models`), built on `tidegate.client`.
+"""Client-side commands (`chat`, `embed`, `replay`, `generations show`, `models`), built on `tidegate.client`.
 
 They reach a running gateway at `--base-url` / $TIDEGATE_URL with `--api-key` / $TIDEGATE_API_KEY.
 Exit codes: 0 complete, 1 incomplete or failed, 2 usage error.
@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+import httpx
 import orjson
 from rich.console import Console
 
@@ -28,6 +29,7 @@ from .client import (
     TidegateClientError,
     ToolCall,
 )
+from .client.base import DEFAULT_TIMEOUT, auth_headers, check_json, resolve_base_url
 
 F = TypeVar("F", bound=Callable[..., Any])
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -284,3 +286,50 @@ def models_cmd(base_url: str | None, api_key: str | None) -> None:
             raise click.ClickException(str(exc)) from None
     for m in models:
         click.echo(m["id"])
+
+
+@click.command("embed")
+@click.argument("model")
+@click.argument("texts", nargs=-1)
+@click.option("--dimensions", type=click.IntRange(min=1), default=None, help="ask for vectors this long")
+@click.option("--json", "json_mode", is_flag=True, help="print the whole answer (the vectors too) as JSON")
+@_opts
+def embed(
+    model: str,
+    texts: tuple[str, ...],
+    dimensions: int | None,
+    json_mode: bool,
+    base_url: str | None,
+    api_key: str | None,
+) -> None:
+    """Embed TEXTS through the gateway's /v1/embeddings: each vector's length on stdout (or --json).
+
+    Without TEXTS, stdin is one text.
+    """
+    if not api_key:
+        raise click.UsageError("no API key: set $TIDEGATE_API_KEY or pass --api-key")
+    inputs = list(texts) or [sys.stdin.read()]
+    if not all(t.strip() for t in inputs):
+        raise click.UsageError("empty text")
+    body: dict[str, Any] = {"model": model, "input": inputs}
+    if dimensions is not None:
+        body["dimensions"] = dimensions
+    url = resolve_base_url(base_url) + "/v1/embeddings"
+    try:
+        resp = httpx.post(url, json=body, headers=auth_headers(api_key), timeout=DEFAULT_TIMEOUT)
+        answer: dict[str, Any] = check_json(resp.status_code, resp.headers, resp.content)
+    except TidegateAPIError as exc:
+        gid = exc.generation_id or "unknown"
+        raise click.ClickException(f"{exc.code}: {exc.message} (HTTP {exc.status}, generation {gid})") from None
+    except (TidegateClientError, httpx.HTTPError) as exc:
+        raise click.ClickException(f"cannot embed through {url}: {exc}") from None
+    if json_mode:
+        click.echo(_dump(answer))
+        return
+    for item in answer.get("data") or []:
+        vector = item.get("embedding") or []
+        head = ", ".join(f"{v:.4f}" for v in vector[:4])
+        click.echo(f"{item.get('index')}\t{len(vector)} dims\t[{head}{', …' if len(vector) > 4 else ''}]")
+    usage = answer.get("usage") or {}
+    gid = resp.headers.get("x-generation-id", "unknown")
+    click.echo(f"{answer.get('model')}: {usage.get('prompt_tokens', 0)} tokens, generation {gid}", err=True)

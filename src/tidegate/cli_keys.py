@@ -169,9 +169,16 @@ def keys_list(api_key: str | None, config_path: str | None) -> None:
     else:
         rows = _api(api_key, "GET", "/api/v1/keys")["data"]
     for k in rows:
-        credits = "unlimited" if k["credits"] is None else f"{k['credits']:g} USD"
+        credits = "unlimited" if k["credits"] is None else f"{_usd(k['credits'])} USD"
         state = "revoked" if k["revoked"] else "active"
-        click.echo(f"{k['id']}\t{k['name']}\t{state}\tcredits={credits}\tspent={k['spent']:g}")
+        click.echo(f"{k['id']}\t{k['name']}\t{state}\tcredits={credits}\tspent={_usd(k['spent'])} USD")
+
+
+def _usd(amount: float) -> str:
+    """A fixed decimal, never an exponent (a few requests to a cheap model spend 7.5e-05): to a
+    billionth of a dollar, the trailing zeros dropped."""
+    text = f"{amount:.9f}".rstrip("0").rstrip(".")
+    return "0" if text in ("", "-0") else text
 
 
 @keys.command("get")

@@ -136,6 +136,24 @@ def test_cli_models_and_usage_errors(local_server: ServerProcess) -> None:
     assert r.returncode == 2 and "API key" in r.stderr
 
 
+def test_cli_embed_real_model(local_server: ServerProcess) -> None:
+    """`tidegate embed` through a real gateway's /v1/embeddings with the local embedding model."""
+    url, key = local_server.base_url, local_server.key
+    r = cli(["embed", "local/e5-small", "hello", "bonjour le monde"], url=url, key=key)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert [line.split("\t")[:2] for line in lines] == [["0", "384 dims"], ["1", "384 dims"]]
+    assert "local/e5-small" in r.stderr and "tokens" in r.stderr
+    r = cli(["embed", "local/e5-small", "--json"], url=url + "/v1", key=key, stdin="read from stdin")
+    assert r.returncode == 0, r.stderr
+    answer = orjson.loads(r.stdout)
+    assert [len(d["embedding"]) for d in answer["data"]] == [384] and answer["usage"]["prompt_tokens"] > 0
+    r = cli(["embed", "local/smollm2", "hi"], url=url, key=key)  # a chat model on the embeddings door
+    assert r.returncode == 1 and "HTTP 400" in r.stderr
+    r = cli(["embed", "local/e5-small", "hi"], url=url, key="")
+    assert r.returncode == 2 and "API key" in r.stderr
+
+
 # ---------------------------------------------------------------- fake gateway: faults and recovery
 
 

@@ -261,8 +261,8 @@ class Routing:
                 rule = f"the key's jurisdictions={list(key_jurisdictions)}"
             if rule is None:
                 kept.append((m, r))
-            else:
-                excluded.setdefault(rule, []).append(f"{p} ({jur or 'no jurisdiction'})")
+            elif (named := f"{p} ({jur or 'no jurisdiction'})") not in excluded.setdefault(rule, []):
+                excluded[rule].append(named)  # once, however many of its routes the rule excluded
         if prefs.order:
             rank = {name: i for i, name in enumerate(prefs.order)}
             kept.sort(key=lambda mr: rank.get(mr[1].provider, len(rank)))
