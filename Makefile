@@ -18,7 +18,13 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[local,cloud,stores,otel,dev]'
 	touch $(STAMP)
 
-install: $(STAMP)
+# the coding agents the tests drive (tests/agents/package.json; docs/agents.md), by their lock file
+AGENTS := tests/agents
+$(AGENTS)/node_modules/.package-lock.json: $(AGENTS)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then cd $(AGENTS) && npm ci --no-audit --no-fund --loglevel=error; \
+	else echo "npm is not installed: the coding-agent tests will skip"; fi
+
+install: $(STAMP) $(AGENTS)/node_modules/.package-lock.json
 
 serve: $(STAMP)
 	$(BIN)/tidegate serve $(ARGS)
@@ -31,7 +37,7 @@ lint: $(STAMP)
 # run a second time with server/shortcuts.py switched off: the same bytes through uvicorn's own send
 SHORTCUTS_OFF_TESTS := tests/integration/test_stream_faults.py tests/integration/test_openai_passthrough.py
 
-test: $(STAMP) lint
+test: $(STAMP) $(AGENTS)/node_modules/.package-lock.json lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 	TIDEGATE_TEST_SHORTCUTS=off $(BIN)/python -m pytest -q -p no:cacheprovider $(SHORTCUTS_OFF_TESTS)
 

@@ -406,7 +406,7 @@ def _answer_after_tools(model: str, result: str) -> Events:
         _start("msg_emu_after", model, {"input_tokens": 70, "output_tokens": 1}),
         _block_start(0, {"type": "text", "text": ""}),
         _text(0, "Tool said: "),
-        _text(0, result.strip()),
+        _text(0, (result.strip().splitlines() or [""])[-1]),  # (a shell tool's output ends with its output)
         _block_stop(0),
         _message_delta("end_turn", 9),
         STOP,
@@ -416,7 +416,7 @@ def _answer_after_tools(model: str, result: str) -> Events:
 def agent_events(scenario: str, body: dict[str, Any], model: str) -> Events | None:
     """Scenarios of a model that uses the tools it is given (None: not one of them).
     `calltools`: calls every tool of the request once, in order (`{"input": "x"}` when its schema has an
-    `input` property, else `{}`), then answers `Tool said: <the last result>`. `shell`: calls
+    `input` property, else `{}`), then answers `Tool said: <the last line of the last result>`. `shell`: calls
     `exec_command` (Codex CLI's shell tool) with `SHELL_COMMAND`, then answers the same way."""
     if scenario not in ("calltools", "shell"):
         return None

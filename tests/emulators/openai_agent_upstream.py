@@ -1,0 +1,67 @@
+"""The OpenAI chat emulator (openai_upstream.py) plus a model that uses an agent's shell tool, in the
+same Chat Completions wire format (its chunk, usage and `[DONE]` writers).
+
+Scenario `shell`: when the last message is not a tool result, one call of `exec_command` (Codex
+CLI's shell tool) with `{"cmd": SHELL_COMMAND}`, its arguments in two pieces; after a tool result,
+the text `Tool said: <the result's last line>` (Codex puts the command's output last). Any other
+scenario is the base emulator's.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+
+from emulators.anthropic_upstream import SHELL_COMMAND
+from emulators.openai_upstream import OpenAIUpstream, Recorded
+
+
+def _tool_result(body: dict[str, Any]) -> str | None:
+    messages = body.get("messages") or []
+    last = messages[-1] if messages else {}
+    if last.get("role") != "tool":
+        return None
+    content = last.get("content")
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content)
+
+
+class AgentOpenAIUpstream(OpenAIUpstream):
+    def _shell_chunks(self, rec: Recorded, model: str) -> list[bytes]:
+        result = _tool_result(rec.body)
+        if result is not None:
+            return [
+                self._chunk(rec, model, {"role": "assistant", "content": "Tool said: "}),
+                self._chunk(rec, model, {"content": (result.strip().splitlines() or [""])[-1]}),
+                self._chunk(rec, model, {}, "stop"),
+            ]
+        args = json.dumps({"cmd": SHELL_COMMAND})
+        fn = {"name": "exec_command", "arguments": ""}
+        call = {"index": 0, "id": "call_shell_1", "type": "function", "function": fn}
+        return [
+            self._chunk(rec, model, {"role": "assistant", "content": None, "tool_calls": [call]}),
+            self._chunk(rec, model, {"tool_calls": [{"index": 0, "function": {"arguments": args[:9]}}]}),
+            self._chunk(rec, model, {"tool_calls": [{"index": 0, "function": {"arguments": args[9:]}}]}),
+            self._chunk(rec, model, {}, "tool_calls"),
+        ]
+
+    async def _play(
+        self,
+        request: web.Request,
+        response: web.StreamResponse,
+        rec: Recorded,
+        scenario: str,
+        arg: float | None,
+        model: str,
+    ) -> None:
+        if scenario != "shell":
+            await super()._play(request, response, rec, scenario, arg, model)
+            return
+        for payload in self._shell_chunks(rec, model):
+            await self._send(request, response, rec, payload)
+        if self._include_usage(rec):
+            await self._send(request, response, rec, self._usage_chunk(rec, model))
+        await self._done(response, rec)

@@ -1,0 +1,179 @@
+"""The real Codex CLI (`@openai/codex`, pinned in tests/agents/package.json) against a real tidegate
+through `/v1/responses` (docs/agents.md): `codex exec` headless, its home in a temporary directory,
+update checks and analytics off, nothing reached but loopback. The upstreams are the emulators: an
+OpenAI-compatible chat route and an Anthropic route, whose model (scenario `shell`) calls Codex's
+shell tool and then answers with the command's output, which Codex ran itself.
+
+The package is installed by `make install` (`npm ci` in tests/agents); when it is missing the tests
+install it the same way. Without node and npm they skip, saying so.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from emulators.anthropic_upstream import AnthropicFamilyEmulator
+from emulators.openai_agent_upstream import AgentOpenAIUpstream
+from helpers import ServerProcess, sqlite_url, start_server
+
+AGENTS = Path(__file__).resolve().parents[1] / "agents"
+CODEX = AGENTS / "node_modules" / ".bin" / "codex"
+ANSWER = "Tool said: tidegate-42"  # the emulators' answer once Codex ran `echo tidegate-$((6*7))`
+
+
+def codex_binary() -> Path:
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node and npm are not installed: Codex CLI (an npm package) cannot run")
+    with open(AGENTS / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent runs share one node_modules
+        if not CODEX.exists():
+            done = subprocess.run(
+                ["npm", "ci", "--no-audit", "--no-fund"], cwd=AGENTS, capture_output=True, text=True, timeout=600
+            )
+            assert done.returncode == 0, f"npm ci in tests/agents failed:\n{done.stdout}\n{done.stderr}"
+    return CODEX
+
+
+def gateway_config(workdir: Path, chat: AgentOpenAIUpstream, claude: AnthropicFamilyEmulator) -> str:
+    return f"""
+[server]
+host = "127.0.0.1"
+[store]
+url = "{sqlite_url(workdir)}"
+[providers.chat]
+kind = "openai"
+base_url = "{chat.base_url}"
+[providers.claude]
+kind = "anthropic"
+base_url = "{claude.base_url}"
+api_key_env = "EMU_ANTHROPIC_KEY"
+[models."agent-chat"]
+drop_hosted_tools = true
+routes = [{{ provider = "chat", model = "shell" }}]
+[models."agent-claude"]
+drop_hosted_tools = true
+routes = [{{ provider = "claude", model = "claude-emu--shell" }}]
+[models."agent-claude-breaks"]
+drop_hosted_tools = true
+routes = [{{ provider = "claude", model = "claude-emu--error" }}]
+[models."agent-fallback"]
+drop_hosted_tools = true
+routes = [{{ provider = "claude", model = "claude-emu--500" }}, {{ provider = "chat", model = "shell" }}]
+"""
+
+
+# what docs/agents.md shows (`model` is a tidegate model id; `TIDEGATE_API_KEY` holds a tidegate key)
+CODEX_CONFIG = """model = "{model}"
+model_provider = "tidegate"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[model_providers.tidegate]
+name = "tidegate"
+base_url = "{base_url}/v1"
+wire_api = "responses"
+env_key = "TIDEGATE_API_KEY"
+request_max_retries = 0
+stream_max_retries = 0
+"""
+
+
+@dataclass
+class Stack:
+    server: ServerProcess
+    chat: AgentOpenAIUpstream
+    claude: AnthropicFamilyEmulator
+    workdir: Path
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    codex_binary()
+    chat, claude = AgentOpenAIUpstream().start(), AnthropicFamilyEmulator().start()
+    workdir = tmp_path_factory.mktemp("codex")
+    server = start_server(
+        workdir, gateway_config(workdir, chat, claude), extra_env={"EMU_ANTHROPIC_KEY": claude.api_key}
+    )
+    yield Stack(server, chat, claude, workdir)
+    server.stop()
+    chat.stop()
+    claude.stop()
+
+
+def run_codex(stack: Stack, model: str, prompt: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    home = tmp_path / "home"
+    (home / ".codex").mkdir(parents=True)
+    config = CODEX_CONFIG.format(model=model, base_url=stack.server.base_url)
+    (home / ".codex" / "config.toml").write_text(config)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "CODEX_HOME": str(home / ".codex"),
+        "TIDEGATE_API_KEY": stack.server.key,
+        "NO_PROXY": "127.0.0.1,localhost",
+        "LANG": "C.UTF-8",
+    }
+    return subprocess.run(
+        [
+            str(CODEX),
+            "exec",
+            "--strict-config",  # a misspelt key above is an error, not a silently ignored setting
+            "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox",  # the test's temp dir is the sandbox
+            "-C",
+            str(work),
+            prompt,
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def generations(stack: Stack, model: str) -> list[dict[str, Any]]:
+    listed = httpx.get(f"{stack.server.base_url}/api/v1/generations", headers=stack.server.headers).json()
+    return [g for g in listed["data"] if g["model"] == model]
+
+
+@pytest.mark.parametrize("model", ["agent-chat", "agent-claude"])
+def test_codex_runs_a_shell_command_and_answers(stack: Stack, model: str, tmp_path: Path) -> None:
+    done = run_codex(stack, model, "Print the magic number with the shell.", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ANSWER in done.stdout, done.stdout + done.stderr
+    records = generations(stack, model)
+    assert len(records) == 2 and all(r["status"] == "completed" for r in records), records
+    assert all(r["usage"]["prompt_tokens"] > 0 and r["usage"]["completion_tokens"] > 0 for r in records)
+    assert {r["output_text"] for r in records} == {"", ANSWER}  # the call's turn, then the answer's
+
+
+def test_codex_sees_a_mid_stream_failure(stack: Stack, tmp_path: Path) -> None:
+    done = run_codex(stack, "agent-claude-breaks", "Say hello.", tmp_path)
+    assert done.returncode != 0, done.stdout + done.stderr
+    # the stream's `response.failed` reaches Codex with the upstream's words (codex retries none: the config)
+    assert "Overloaded" in done.stderr, done.stderr
+    records = generations(stack, "agent-claude-breaks")
+    assert records and records[0]["status"] == "failed" and records[0]["error"]["code"] == "upstream_error"
+
+
+def test_codex_is_served_by_the_fallback_route(stack: Stack, tmp_path: Path) -> None:
+    done = run_codex(stack, "agent-fallback", "Print the magic number with the shell.", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ANSWER in done.stdout
+    records = generations(stack, "agent-fallback")
+    assert len(records) == 2 and all(r["provider"] == "chat" and r["attempts"] == 2 for r in records), records
