@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from emulators.anthropic_upstream import FORCED_INPUT, AnthropicFamilyEmulator
+from emulators.anthropic_upstream import FORCED_INPUT, SIGNATURE, THINKING_TEXT, AnthropicFamilyEmulator
 from helpers import ServerProcess, sqlite_url, start_server
 
 GRAMMAR = 'start: "ok" | "no"'
@@ -164,3 +164,30 @@ def test_chat_door_hints_are_accepted_on_an_anthropic_route(
     )
     assert chat.choices[0].message.content == "Hello from the emulator."
     assert sent_to(emu, mark)["metadata"] == {"user_id": "user-hash"}
+
+
+def test_reasoning_summary_shows_thinking_and_its_item_replays(
+    claude: tuple[ServerProcess, AnthropicFamilyEmulator],
+) -> None:
+    server, emu = claude
+    with client(server).responses.stream(
+        model="anthropic/claude", input="2+2? [[thinking]]", reasoning={"effort": "low", "summary": "auto"}
+    ) as s:
+        events = list(s)
+        first = s.get_final_response()
+    thinking = "".join(THINKING_TEXT)
+    assert "".join(e.delta for e in events if e.type == "response.reasoning_summary_text.delta") == thinking
+    assert not any(e.type.startswith("response.reasoning_text") for e in events)
+    item = first.output[0]
+    assert item.type == "reasoning" and [p.text for p in item.summary] == [thinking]
+    assert item.encrypted_content == SIGNATURE and item.content is not None and item.content[0].text == thinking
+    # what Codex sends back (`include: reasoning.encrypted_content`): the signed thinking reaches Anthropic
+    mark = uuid.uuid4().hex[:12]
+    follow: list[Any] = [{"role": "user", "content": "2+2?"}, *(o.model_dump(exclude_none=True) for o in first.output)]
+    follow.append({"role": "user", "content": f"and 3+3? {mark}"})
+    again = client(server).responses.create(
+        model="anthropic/claude", input=follow, include=["reasoning.encrypted_content"], store=False
+    )
+    assert again.status == "completed"
+    assistant = sent_to(emu, mark)["messages"][1]
+    assert assistant["content"][0] == {"type": "thinking", "thinking": thinking, "signature": SIGNATURE}

@@ -118,9 +118,12 @@ class _Item:
 class ResponseState:
     """Output items and their wire payloads (without `sequence_number`) from canonical events."""
 
-    def __init__(self, generation_id: str, tools: dict[str, ToolRef] | None = None) -> None:
+    def __init__(self, generation_id: str, tools: dict[str, ToolRef] | None = None, summarize: bool = False) -> None:
         self.generation_id = generation_id
         self.tools = tools or {}
+        # `reasoning.summary` asked for: readable thinking streams as the item's summary (what Codex CLI
+        # and the SDK show), and the item still carries it as `content` with its signature, to replay
+        self.summarize = summarize
         self.items: list[_Item] = []
         self.finish_reason: str | None = None
         self.usage: UsageReport | None = None
@@ -243,7 +246,10 @@ class ResponseState:
             item.has_reasoning_text = True
             if event.signature is not None:
                 item.signature = event.signature
-            if event.text:
+            if event.text and self.summarize:  # shown as its summary; the item keeps it as content
+                item.text.append(event.text)
+                out += self._summary_delta(item, ref, event.text)
+            elif event.text:
                 if not item.text_part_open:
                     item.text_part_open = True
                     part = {"type": "reasoning_text", "text": ""}
@@ -251,15 +257,19 @@ class ResponseState:
                 item.text.append(event.text)
                 out.append({"type": "response.reasoning_text.delta", **ref, "content_index": 0, "delta": event.text})
         elif event.kind == "summary" and event.text:
-            if not item.summary:
-                item.summary.append("")
-                part = {"type": "summary_text", "text": ""}
-                out.append({"type": "response.reasoning_summary_part.added", **ref, "summary_index": 0, "part": part})
-            item.summary[-1] += event.text
-            idx = len(item.summary) - 1
-            out.append(
-                {"type": "response.reasoning_summary_text.delta", **ref, "summary_index": idx, "delta": event.text}
-            )
+            out += self._summary_delta(item, ref, event.text)
+        return out
+
+    @staticmethod
+    def _summary_delta(item: _Item, ref: dict[str, Any], text: str) -> list[Payload]:
+        out: list[Payload] = []
+        if not item.summary:
+            item.summary.append("")
+            part = {"type": "summary_text", "text": ""}
+            out.append({"type": "response.reasoning_summary_part.added", **ref, "summary_index": 0, "part": part})
+        item.summary[-1] += text
+        idx = len(item.summary) - 1
+        out.append({"type": "response.reasoning_summary_text.delta", **ref, "summary_index": idx, "delta": text})
         return out
 
     def _tool_call(self, event: ToolCallDelta) -> list[Payload]:
@@ -313,8 +323,9 @@ class _ResponseShell:
         created: int,
         echo: dict[str, Any],
         tools: dict[str, ToolRef] | None = None,
+        summarize: bool = False,
     ) -> None:
-        self.state = ResponseState(generation_id, tools)
+        self.state = ResponseState(generation_id, tools, summarize)
         self.response_id = f"resp_{generation_id}"
         self.model = public_model
         self.created = created
@@ -372,9 +383,15 @@ class ResponsesStreamRenderer(_ResponseShell):
         echo: dict[str, Any],
         first_event_id: int = 0,
         tools: dict[str, ToolRef] | None = None,
+        summarize: bool = False,
     ) -> None:
         super().__init__(
-            generation_id=generation_id, public_model=public_model, created=created, echo=echo, tools=tools
+            generation_id=generation_id,
+            public_model=public_model,
+            created=created,
+            echo=echo,
+            tools=tools,
+            summarize=summarize,
         )
         self.next_id = first_event_id
 
@@ -417,7 +434,7 @@ class ResponseBuilder(_ResponseShell):
     """`stream: false`: the same state machine, keeping only the final `response` object."""
 
     def reset(self) -> None:
-        self.state = ResponseState(self.state.generation_id, self.state.tools)
+        self.state = ResponseState(self.state.generation_id, self.state.tools, self.state.summarize)
 
     def add(self, event: Event) -> None:
         self.state.feed(event)

@@ -29,6 +29,7 @@ class _ResponsesStream:
             created=gen.created,
             echo=parsed.echo(),
             tools=parsed.tool_refs,
+            summarize=parsed.summarize,
         )
 
     def begin(self, committed: Committed) -> bytes:
@@ -54,6 +55,7 @@ def _responses_json(gen: Generation, parsed: ResponsesRequest) -> BuiltJson:
         created=gen.created,
         echo=parsed.echo(),
         tools=parsed.tool_refs,
+        summarize=parsed.summarize,
     )
     return BuiltJson(gen, builder)
 
@@ -66,6 +68,7 @@ def _mcp_answer(gen: Generation, parsed: ResponsesRequest, result: LoopResult) -
         created=gen.created,
         echo=parsed.echo(),
         tools=parsed.tool_refs,
+        summarize=parsed.summarize,
     )
     return shell.response("completed", output=result.items, usage=gen.recorder.final_usage())
 

@@ -64,6 +64,11 @@ class ResponsesRequest:
         }
 
     @property
+    def summarize(self) -> bool:
+        """`reasoning.summary` was asked for (render/responses.py shows thinking as the summary)."""
+        return self.reasoning is not None and self.reasoning.get("summary") is not None
+
+    @property
     def tool_refs(self) -> dict[str, ToolRef]:
         """Flat tool name → the Responses tool it stands for (custom and namespaced tools)."""
         extras = self.request.responses
