@@ -91,6 +91,15 @@ class ServerConfig(Struct, frozen=True, forbid_unknown_fields=True):
     body_timeout_s: Annotated[
         float, doc("a request body that sends nothing for this long: the connection is closed", gt=0)
     ] = 30.0
+    body_min_bytes_per_s: Annotated[
+        int,
+        doc(
+            "after its first `body_timeout_s`, a request body must have arrived at this average rate or "
+            "its connection is closed; and while bodies hold 3/4 of `max_connections`, a new body closes "
+            "the slowest one",
+            gt=0,
+        ),
+    ] = 1024
     max_connections: Annotated[
         int,
         doc(

@@ -16,7 +16,9 @@ invalid-json, oversize, slow[:interval] (a chunk every interval until the client
 parallel-tools (text, then two interleaved calls with the same names and arguments as the Anthropic
 emulator's `tools` scenario: the cross-provider conformance suite compares them), eof-mid (three
 chunks, then a clean end of the body: no finish chunk, no [DONE]), overbill:n (text whose usage
-reports n completion tokens: a hostile or mistaken bill), mcp-agent (calls the tool the user
+reports n completion tokens: a hostile or mistaken bill), echo-head (a debugging proxy's answer: the
+request's headers, the provider key among them, as the text of one delta, that frame written in two
+TCP writes split inside the key), mcp-agent (calls the tool the user
 names, then answers with its result: the gateway's MCP loop).
 
 Every request is recorded (body, headers, the data payloads sent, when the client connection closed)
@@ -441,6 +443,18 @@ class OpenAIUpstream:
                 await self._send(request, response, rec, chunk(rec, model, {"content": f"tick{i} "}))
                 if not await self._sleep(request, rec, interval):
                     raise _Closed
+            await self._done(response, rec)
+        elif scenario == "echo-head":
+            said = " | ".join(f"{k}: {v}" for k, v in rec.headers.items())
+            frame = b"data: " + chunk(rec, model, {"role": "assistant", "content": f"you sent {said}"}) + b"\n\n"
+            key = rec.headers.get("authorization", "").removeprefix("Bearer ").encode()
+            cut = frame.find(key) + len(key) // 2 if key else len(frame) // 2
+            await response.write(frame[:cut])
+            await asyncio.sleep(0.05)  # two reads on the gateway's side, the key split between them
+            await response.write(frame[cut:])
+            rec.sent.append(frame)
+            if usage_on:
+                await self._send(request, response, rec, self._usage_chunk(rec, model))
             await self._done(response, rec)
         elif scenario == "mcp-agent":
             await send_all(self._agent_chunks(rec, model))

@@ -149,7 +149,7 @@ def test_a_body_that_stalls_closes_the_connection(gateway: ServerProcess) -> Non
 
 def test_an_idle_keep_alive_connection_closes_after_5_s(gateway: ServerProcess) -> None:
     sock = _connect(gateway)
-    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     first = sock.recv(65536)
     while b'{"status":"ok"}' not in first:  # the head and the body may come as two writes
         more = sock.recv(65536)
@@ -203,3 +203,118 @@ def test_past_the_connection_cap_new_connections_are_refused_and_running_streams
     time.sleep(0.3)
     assert httpx.get(gateway.base_url + "/healthz").status_code == 200  # serving again
     stream.close()
+
+
+def _slow_body(server: ServerProcess, key: str, first: bytes = b'{"mo') -> socket.socket:
+    """A chat request whose 100 kB body has begun and goes on a few bytes at a time."""
+    sock = _connect(server)
+    sock.sendall(
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        + key.encode()
+        + b"\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+        + first
+    )
+    return sock
+
+
+def test_a_body_trickled_below_the_minimum_rate_is_cut_with_408(gateway: ServerProcess) -> None:
+    """Never silent for `body_timeout_s`, but far below `body_min_bytes_per_s`: cut once the first
+    `body_timeout_s` has passed."""
+    sock = _slow_body(gateway, gateway.key)
+    t0 = time.monotonic()
+    answer = b""
+    while time.monotonic() - t0 < 6:
+        try:
+            sock.sendall(b"      ")
+        except OSError:
+            break
+        sock.settimeout(0.4)
+        try:
+            data = sock.recv(65536)
+        except TimeoutError:
+            continue
+        except ConnectionResetError:
+            break
+        if not data:
+            break
+        answer += data
+    sock.settimeout(2)
+    answer += _read_all(sock)
+    took = time.monotonic() - t0
+    sock.close()
+    assert took < 3, f"a trickled body held its connection {took:.1f} s"
+    assert _status_and_error(answer) == (408, "request_timeout")
+
+
+def test_slow_bodies_cannot_lock_new_clients_out(gateway: ServerProcess) -> None:
+    """Slow bodies on every connection the worker allows: a new body closes the slowest of them once
+    bodies hold 3/4 of `max_connections`, so a new client still connects and is answered."""
+    holders = [_slow_body(gateway, gateway.key) for _ in range(LIMITS["max_connections"])]
+    try:
+        r = httpx.post(
+            gateway.base_url + "/v1/chat/completions",
+            json={"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+            headers=gateway.headers,
+            timeout=10,
+        )
+        assert r.status_code == 200, r.text
+        refused = 0
+        for s in holders:
+            s.settimeout(0.5)
+            try:
+                refused += s.recv(65536).startswith(b"HTTP/1.1 408")
+            except (TimeoutError, ConnectionResetError):
+                pass
+        assert refused >= 3  # the slowest bodies, closed for the new ones
+    finally:
+        for s in holders:
+            s.close()
+
+
+def test_unfinished_bodies_count_against_the_keys_concurrent_limit(gateway: ServerProcess) -> None:
+    created = httpx.post(
+        gateway.base_url + "/api/v1/keys",
+        json={"name": "slow", "limits": {"concurrent": 2}},
+        headers=gateway.headers,
+    )
+    assert created.status_code == 201, created.text
+    secret = created.json()["key"]
+    holders = [_slow_body(gateway, secret) for _ in range(2)]
+    try:
+        time.sleep(0.2)  # both authenticated and reading their bodies
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+        third = httpx.post(
+            gateway.base_url + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {secret}"}
+        )
+        assert third.status_code == 429, third.text
+        assert third.json()["error"]["code"] == "rate_limited" and third.headers["retry-after"]
+        other = httpx.post(gateway.base_url + "/v1/chat/completions", json=body, headers=gateway.headers)
+        assert other.status_code == 200  # another key is not held up
+    finally:
+        for s in holders:
+            s.close()
+    time.sleep(0.2)
+    again = httpx.post(
+        gateway.base_url + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {secret}"}
+    )
+    assert again.status_code == 200, again.text
+
+
+def test_a_431_reaches_a_client_still_sending_its_head(gateway: ServerProcess) -> None:
+    """The answer goes out with a FIN and what the client sends after it is read and dropped: a
+    client still writing its oversized head reads the 431 and then the end of the stream, never a
+    reset (a reset can destroy an answer the client has not read yet)."""
+    sock = _connect(gateway)
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20_000)
+    answer = b""
+    while b"}}" not in answer:
+        data = sock.recv(65536)
+        assert data, answer
+        answer += data
+    assert answer.startswith(b"HTTP/1.1 431")
+    for _ in range(8):  # 512 kB more, as a client that writes its whole head before reading would
+        sock.sendall(b"a" * 65536)
+        time.sleep(0.02)
+    sock.settimeout(5)
+    assert sock.recv(65536) == b""  # the end of the stream, not ECONNRESET
+    sock.close()

@@ -247,6 +247,68 @@ def test_a_provider_that_overbills_cannot_overspend_a_key(tmp_path: Path, emu: O
             g.stop()
 
 
+def test_a_request_that_fails_after_the_provider_took_its_prompt_bills_the_prompt(
+    tmp_path: Path, emu: OpenAIUpstream
+) -> None:
+    """The upstream accepted the request (200) and went silent past its idle timeout: the prompt it
+    processed is billed, streamed (a keep-alive committed it) or not (the JSON answer is a 504), and
+    a cancel of the same request is billed the same. A route that answered an error bills nothing."""
+    config = f"""
+[server]
+host = "127.0.0.1"
+keepalive_s = 0.3
+[store]
+url = "sqlite:///{tmp_path / "gw.db"}"
+[providers.emu]
+kind = "openai"
+base_url = "{emu.base_url}"
+upstream_idle_timeout_s = 1.5
+[models.stalled]
+routes = [{{ provider = "emu", model = "headers-then-silence:30" }}]
+pricing = {{ prompt = 1000, completion = 1000 }}
+[models.refused]
+routes = [{{ provider = "emu", model = "http-500" }}]
+pricing = {{ prompt = 1000, completion = 1000 }}
+"""
+    server = start_server(tmp_path / "gw", config)
+    try:
+        key = _create(server, credits=100)
+        headers = {"Authorization": f"Bearer {key['key']}"}
+        prompt = "every word of this prompt is processed " * 500
+        body = {"model": "stalled", "messages": [{"role": "user", "content": prompt}], "max_tokens": 10}
+        ids = []
+        with httpx.stream("POST", server.base_url + CHAT, json={**body, "stream": True}, headers=headers) as r:
+            assert r.status_code == 200
+            ids.append(r.headers["x-generation-id"])
+            text = r.read().decode()
+        assert ": TIDEGATE PROCESSING" in text and '"upstream_timeout"' in text and "[DONE]" not in text
+        timed_out = httpx.post(server.base_url + CHAT, json=body, headers=headers, timeout=30)
+        assert timed_out.status_code == 504
+        ids.append(timed_out.headers["x-generation-id"])
+        with httpx.stream("POST", server.base_url + CHAT, json={**body, "stream": True}, headers=headers) as r:
+            ids.append(r.headers["x-generation-id"])
+            time.sleep(0.5)
+            cancel = httpx.post(f"{server.base_url}/api/v1/generations/{ids[-1]}/cancel", headers=headers)
+            assert cancel.status_code == 202
+            r.read()
+        refused = httpx.post(server.base_url + CHAT, json={**body, "model": "refused"}, headers=headers)
+        assert refused.status_code == 502
+        records = [httpx.get(f"{server.base_url}/api/v1/generations/{i}", headers=headers).json() for i in ids]
+        assert [r["status"] for r in records] == ["failed", "failed", "cancelled"]
+        for record in records:
+            assert record["usage"]["prompt_tokens"] > 3000
+            assert record["cost"] == pytest.approx(record["usage"]["prompt_tokens"] * PRICE_PER_TOKEN)
+        not_taken = httpx.get(
+            f"{server.base_url}/api/v1/generations/{refused.headers['x-generation-id']}", headers=headers
+        )
+        assert not_taken.json()["cost"] == 0
+        time.sleep(0.3)
+        spent = httpx.get(f"{server.base_url}{KEYS}/{key['id']}", headers=_master(server)).json()["spent"]
+        assert spent == pytest.approx(sum(r["cost"] for r in records))
+    finally:
+        server.stop()
+
+
 def test_rate_limit_headers_and_a_retry_at_retry_after_succeeds(gateway: ServerProcess) -> None:
     key = _create(gateway, limits={"rpm": 20, "tpm": 100_000})
     remaining = []

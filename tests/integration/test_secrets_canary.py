@@ -1,8 +1,9 @@
 """No secret is ever logged, stored in clear or echoed (issue 42): a canary API key and a canary
 provider key through a gateway at DEBUG logging — successes, upstreams that echo the request head they
-received (the provider key among it) in an error body before the stream starts and in an in-band error
-after it, a wrong key that contains the canary, a replay — then every log line, the store's files and
-every answer are searched: 0 hits.
+received (the provider key among it) in an error body before the stream starts, in an in-band error
+after it and inside a normal delta (split between two reads), a wrong key that contains the canary,
+a replay — then every log line, the store's files, every answer and every generation record are
+searched: 0 hits.
 """
 
 from __future__ import annotations
@@ -75,7 +76,13 @@ def test_canaries_appear_in_no_log_no_store_file_and_no_answer(tmp_path: Path, e
             "anth": _provider("anthropic", f"http://127.0.0.1:{before_port}"),
             "mid": _provider("openai", f"http://127.0.0.1:{after_port}/v1"),
         },
-        {"ok": [("good", "text")], "echoed": [("echo", "m")], "anthropic": [("anth", "m")], "mid": [("mid", "m")]},
+        {
+            "ok": [("good", "text")],
+            "headecho": [("good", "echo-head")],
+            "echoed": [("echo", "m")],
+            "anthropic": [("anth", "m")],
+            "mid": [("mid", "m")],
+        },
     )
     server = start_server(
         tmp_path / "gw",
@@ -88,7 +95,7 @@ def test_canaries_appear_in_no_log_no_store_file_and_no_answer(tmp_path: Path, e
     try:
         chat = server.base_url + "/v1/chat/completions"
         body = {"model": "ok", "messages": [{"role": "user", "content": "hi"}]}
-        for model in ("ok", "echoed", "anthropic", "mid"):
+        for model in ("ok", "headecho", "echoed", "anthropic", "mid"):
             r = httpx.post(chat, json={**body, "model": model}, headers=server.headers, timeout=30)
             answers += [r.content, str(r.headers).encode()]
             headers = {**server.headers, **idem} if model == "ok" else server.headers
@@ -96,6 +103,15 @@ def test_canaries_appear_in_no_log_no_store_file_and_no_answer(tmp_path: Path, e
             answers += [s.raw, str(s.headers).encode()]
         assert emu.last("text").headers.get("authorization") == f"Bearer {PROVIDER_CANARY}"  # it was used
         assert any(b"you sent" in a for a in answers)  # an upstream's echo of its request reached a client
+        echoed = [r for r in emu.requests if r.scenario == "echo-head"]
+        assert len(echoed) == 2 and all(PROVIDER_CANARY.encode() in b"".join(r.sent) for r in echoed)
+        assert sum(a.count(b"Bearer ***") for a in answers) == 2  # in a delta, masked, streamed and not
+        generations = httpx.get(server.base_url + "/api/v1/generations?limit=50", headers=server.headers)
+        answers.append(generations.content)
+        for gen in generations.json()["data"]:
+            answers.append(
+                httpx.get(f"{server.base_url}/api/v1/generations/{gen['id']}", headers=server.headers).content
+            )
         wrong = httpx.post(chat, json=body, headers={"Authorization": f"Bearer {API_CANARY}x"})
         assert wrong.status_code == 401
         answers.append(wrong.content)

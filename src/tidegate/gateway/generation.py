@@ -58,6 +58,8 @@ class Generation:
     def _price_served_route(self) -> None:
         if self.prices is not None and self.relay.provider is not None and self.relay.route_index >= 0:
             self.recorder.pricing = self.prices[self.relay.route_index]
+        elif self.prices is not None and self.relay.accepted >= 0:  # no answer, but a prompt taken
+            self.recorder.pricing = self.prices[self.relay.accepted]
 
     def items(self) -> AsyncGenerator[RelayItem, None]:
         return self.relay.run()
@@ -81,6 +83,7 @@ class Generation:
             served_model=self.relay.served_model,
             attempts=self.relay.attempts,
             error=failure,
+            prompt_taken=self.relay.accepted >= 0,
         )
 
 

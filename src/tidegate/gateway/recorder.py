@@ -351,11 +351,13 @@ class Recorder:
         served_model: str | None = None,
         attempts: int = 0,
         error: Failed | dict[str, Any] | None = None,
+        prompt_taken: bool = False,
     ) -> GenerationRecord:
+        """`prompt_taken`: an upstream accepted the request (answered 2xx), so its prompt is billed."""
         rec = self.record
         self.sample_pace(time.monotonic())  # the stream's end: the pace's last sample
         try:
-            await self._outcome(status, provider, served_model, attempts, error)
+            await self._outcome(status, provider, served_model, attempts, error, prompt_taken)
         except Exception:  # whatever failed, the generation still ends and its record is final
             _log.exception("finishing generation %s failed; it is recorded as failed", rec.id)
             rec.status, rec.finish_reason = "failed", "error"
@@ -414,6 +416,7 @@ class Recorder:
         served_model: str | None,
         attempts: int,
         error: Failed | dict[str, Any] | None,
+        prompt_taken: bool = False,
     ) -> None:
         """The record's outcome fields: status, who served, the output, usage and cost, the error."""
         rec = self.record
@@ -429,7 +432,10 @@ class Recorder:
         rec.finish_reason = self.finish_reason if status == "completed" else (self.finish_reason or "error")
         if status != "completed" and rec.finish_reason != "error":
             rec.finish_reason = "error"
-        if self.produced or status == "completed":
+        # An upstream that accepted the request (answered 2xx) has processed the prompt and bills
+        # it, whatever happens next (a silence, a broken stream, a cancel); one that answered an
+        # error status did not, and errors are not billed.
+        if self.produced or status == "completed" or provider or prompt_taken:
             await self.estimate_off_loop()
             usage = self.final_usage()
             rec.usage = usage_of(usage)

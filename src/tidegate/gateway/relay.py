@@ -120,6 +120,9 @@ class Relay:
         # error (503) names them
         self.excluded = excluded
         self.route_index = -1  # the index in `routes` of the route tried last (the one that served)
+        # the last route whose upstream accepted the request (answered 2xx): it took the prompt,
+        # and bills it even when it fails before its first event
+        self.accepted = -1
         self.settings = settings
         self.cancel = cancel
         self.attempts = 0
@@ -319,6 +322,7 @@ class Relay:
                 idle_checked = False
                 if stream is None:
                     stream, opening = outcome, None  # the finished open task is not kept for the stream's life
+                    self.accepted = self.route_index
                     self._stream = stream
                     continue
                 batch = outcome

@@ -43,6 +43,7 @@ from urllib.parse import quote, unquote, urlsplit
 from .. import metrics
 from .connect import ConnectFailed, Connector
 from .http_connection import READ_HIGH_WATER, Connection, UpstreamDisconnected, UpstreamHttpError
+from .redact import Redactor, credentials
 from .upstream import Proxy, Upstream
 
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
@@ -274,7 +275,7 @@ class HttpClient:
         conn = self._idle_connection(origin.key)
         if conn is None:
             conn = await self._connection(origin)
-        conn.begin()
+        conn.begin(self._redactor(origin, headers))
         try:
             assert conn.transport is not None
             conn.transport.write(head + body if body else head)
@@ -372,6 +373,18 @@ class HttpClient:
             if not waiter.done():
                 waiter.set_result(None)
                 return
+
+    @staticmethod
+    def _redactor(origin: _Origin, headers: dict[str, str]) -> Redactor | None:
+        """What masks this request's credentials in its answer (per request: a signed request's
+        credentials change each time)."""
+        sent = list(headers.items())
+        if origin.authorization is not None:
+            sent.append(("authorization", origin.authorization))
+        if origin.proxy_authorization is not None:
+            sent.append(("proxy-authorization", origin.proxy_authorization))
+        secrets = credentials(sent)
+        return Redactor(secrets) if secrets else None
 
     @staticmethod
     def _head(method: str, origin: _Origin, headers: dict[str, str], length: int) -> bytes:

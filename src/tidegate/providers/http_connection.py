@@ -14,6 +14,8 @@ from typing import Any, Final
 
 import httptools
 
+from .redact import Redactor
+
 READ_HIGH_WATER: Final = 64 * 1024
 MAX_HEAD_BYTES: Final = 64 * 1024
 
@@ -48,6 +50,7 @@ class Connection(asyncio.Protocol):
         "loop",
         "lost",
         "nudged",
+        "redactor",
         "sink",
         "status",
         "transport",
@@ -66,6 +69,8 @@ class Connection(asyncio.Protocol):
     # them, all at once, instead of waking the reader: the relay's direct delivery (`HttpStream.attach`).
     sink: Callable[[bytes], None] | None
     nudged: bool  # `nudge()` woke the reader without bytes (the sink handed something back)
+    # masks the request's own credentials in the answer's body (`redact.py`); None: it carried none
+    redactor: Redactor | None
 
     def __init__(self, key: tuple[str, str, int]) -> None:
         self.key = key
@@ -160,6 +165,10 @@ class Connection(asyncio.Protocol):
                 return
             if not body:
                 return
+        if self.redactor is not None:
+            body = self.redactor.feed(body)
+            if not body:
+                return
         self._chunks.append(body)
         self.buffered += len(body)
         if self.buffered >= READ_HIGH_WATER and not self._paused and self.transport is not None:
@@ -192,9 +201,14 @@ class Connection(asyncio.Protocol):
             if not self._decoder.eof:
                 self.error = UpstreamHttpError("the upstream's compressed body is truncated")
             elif rest:
+                if self.redactor is not None:
+                    rest = self.redactor.feed(rest)
                 self._chunks.append(rest)
                 self.buffered += len(rest)
             self._decoder = None
+        if self.redactor is not None and (held := self.redactor.end()):
+            self._chunks.append(held)
+            self.buffered += len(held)
         self.complete = True
 
     def _fail(self, error: Exception) -> None:
@@ -232,10 +246,11 @@ class Connection(asyncio.Protocol):
             self.transport.resume_reading()
         return data
 
-    def begin(self) -> None:
+    def begin(self, redactor: Redactor | None = None) -> None:
         """A request goes out on this connection: its answer starts from nothing."""
         self.in_use = True
         self._new_answer()
+        self.redactor = redactor
 
     def _new_answer(self) -> None:
         self.status = 0
@@ -247,6 +262,7 @@ class Connection(asyncio.Protocol):
         self._head_bytes = 0
         self.sink = None
         self.nudged = False
+        self.redactor = None
 
     @property
     def reusable(self) -> bool:

@@ -24,6 +24,7 @@ from . import embeddings as embeddings_door
 from . import images as images_door
 from . import native as native_door
 from . import responses as responses_door
+from .bodies import UnfinishedBodies
 from .drain import Drain
 from .http import Receive, Request, Scope, Send
 from .state import AppState
@@ -83,6 +84,7 @@ class TidegateApp:
             auth=Authenticator(store),
             leases=Leases(store, gateway.instance, config.server.lease_ttl_s),
         )
+        self.bodies = UnfinishedBodies()
         self.drain = Drain(config.server.drain_s, self._not_ready, gateway.interrupt_all)
 
     def _not_ready(self) -> None:
@@ -142,7 +144,14 @@ class TidegateApp:
                 raise MethodNotAllowed(f"use {method} {path}")
             req.path_params = match.groupdict()
             key = await self._authenticate(req)
-            await handler(req, self.state, key)
+            if req.method != "POST":
+                await handler(req, self.state, key)
+                return
+            req.body_read = free = self.bodies.enter(key)
+            try:
+                await handler(req, self.state, key)
+            finally:
+                free()
             return
         raise NotFound(f"no endpoint {req.method} {path}")
 

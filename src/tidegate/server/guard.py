@@ -35,10 +35,18 @@ class Limits:
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
     max_connections: int = 4096
+    body_min_bytes_per_s: int = 1024
+
+    @property
+    def body_share(self) -> int:
+        """How many connections may be reading a body at once before a new body closes the slowest:
+        the rest stay for new clients and for requests without one."""
+        return max(1, self.max_connections * 3 // 4)
 
 
 _limits: Limits | None = None
 _open = 0  # connections open on this worker
+_reading: set[GuardedHttpProtocol] = set()  # the connections reading a request body
 
 
 def limits() -> Limits:
@@ -54,6 +62,7 @@ def limits() -> Limits:
             server.header_timeout_s,
             server.body_timeout_s,
             server.max_connections,
+            server.body_min_bytes_per_s,
         )
     return _limits
 
@@ -71,7 +80,11 @@ TOO_LARGE = _answer(
 )
 TIMEOUT = _answer(408, "Request Timeout", "request_timeout", "the request head did not arrive in time")
 MALFORMED = _answer(400, "Bad Request", "invalid_request", "malformed HTTP request")
+# how much a refused client may still send, and for how long, before the connection is cut
+LINGER_BYTES = 1024 * 1024
+LINGER_S = 2.0
 _NO_BODY = frozenset((b"GET", b"HEAD", b"OPTIONS", b"DELETE"))
+SLOW_BODY = _answer(408, "Request Timeout", "request_timeout", "the request body arrived too slowly")
 BUSY = _answer(503, "Service Unavailable", "no_provider_available", "this gateway has too many open connections")
 
 
@@ -85,7 +98,8 @@ class GuardedHttpProtocol(asyncio.Protocol):
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self.counted = False
+        self.counted = False  # holds a slot of `max_connections`
+        self.inner_open = False  # uvicorn's protocol was told of the connection (and not of its end)
         self.in_head = True  # reading a request head (or waiting for the first byte of one)
         self.awaiting_head = True  # the raw bytes before the head's blank line are counted
         self.head_bytes = 0
@@ -93,6 +107,9 @@ class GuardedHttpProtocol(asyncio.Protocol):
         self.tail = b""  # the last bytes of the previous read (a blank line split across reads)
         self.requests = 0  # heads begun on this connection
         self.timer: asyncio.TimerHandle | None = None
+        self.body_started = 0.0  # when the body being read began (its head's end)
+        self.body_bytes = 0  # bytes read since then
+        self.dropped = 0  # bytes read and dropped after a refusal
 
     # --- the connection ------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -102,20 +119,27 @@ class GuardedHttpProtocol(asyncio.Protocol):
             self._refuse(BUSY)  # at once, before the app sees anything
             return
         _open += 1
-        self.counted = True
+        self.counted = self.inner_open = True
         self.inner.connection_made(self.transport)
         self._arm(self.limits.header_timeout_s, self._head_timed_out)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        global _open
         self._disarm()
+        self._release()
+        if self.inner_open:
+            self.inner_open = False
+            self.inner.connection_lost(exc)
+
+    def _release(self) -> None:
+        """The connection no longer holds a slot of `max_connections`."""
+        global _open
+        _reading.discard(self)
         if self.counted:
             _open -= 1
             self.counted = False
-            self.inner.connection_lost(exc)
 
     def eof_received(self) -> None:
-        if self.counted:
+        if self.inner_open and not self.closed:
             self.inner.eof_received()
 
     def pause_writing(self) -> None:
@@ -126,12 +150,15 @@ class GuardedHttpProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
+            self._discard(len(data))
             return
         if self.awaiting_head:
             if self._head_too_large(data):
                 self._refuse(TOO_LARGE)
                 return
         elif self.timer is not None:  # body bytes came: the body's silence starts again
+            if self._too_slow(len(data)):
+                return
             self._arm(self.limits.body_timeout_s, self._body_timed_out)
         try:
             self.parser.feed_data(data)
@@ -155,9 +182,14 @@ class GuardedHttpProtocol(asyncio.Protocol):
         self._disarm()
         if self.parser.get_method() not in _NO_BODY:  # until the body is complete (often in this read)
             self._arm(self.limits.body_timeout_s, self._body_timed_out)
+            self.body_started, self.body_bytes = self.loop.time(), 0
+            _reading.add(self)
+            if len(_reading) > self.limits.body_share:
+                _slowest_reader(self, self.body_started).drop_slow_body()
 
     def on_message_complete(self) -> None:
         self._disarm()
+        _reading.discard(self)
         self.awaiting_head, self.head_bytes, self.lines, self.tail = True, 0, 0, b""  # the next request's head
 
     def _head_too_large(self, data: bytes) -> bool:
@@ -192,6 +224,25 @@ class GuardedHttpProtocol(asyncio.Protocol):
         if self.in_head:
             self._refuse(TIMEOUT)
 
+    def _too_slow(self, more: int) -> bool:
+        """After the body's first `body_timeout_s`, it must keep an average of `body_min_bytes_per_s`
+        (a byte every few seconds would otherwise hold a connection, and a key's slot, for hours)."""
+        self.body_bytes += more
+        late = self.loop.time() - self.body_started - self.limits.body_timeout_s
+        if late > 0 and self.body_bytes < self.limits.body_min_bytes_per_s * late:
+            self.drop_slow_body()
+            return True
+        return False
+
+    def rate(self, now: float) -> float:
+        return self.body_bytes / max(now - self.body_started, 1e-3)
+
+    def drop_slow_body(self) -> None:
+        """408 where the app has not answered yet (it is reading this body), then closed: the app
+        sees the client gone."""
+        _reading.discard(self)
+        self._refuse(SLOW_BODY)
+
     def _body_timed_out(self) -> None:
         self.timer = None
         if not self.closed and self.transport is not None:
@@ -200,10 +251,34 @@ class GuardedHttpProtocol(asyncio.Protocol):
 
     def _refuse(self, answer: bytes) -> None:
         """Answer (on a connection's first request: no response of the app can be on the wire) and
-        close; on a later request only close."""
+        close; on a later request only close.
+
+        A client still sending (a head too large, a body too slow) would get a TCP reset if the
+        socket closed with its bytes unread, and a reset can destroy the answer before the client
+        reads it: so the answer goes out with a FIN (`write_eof`), and what the client sends after
+        it is read and dropped, up to `LINGER_BYTES` or `LINGER_S`, before the connection closes
+        (without counting against `max_connections` meanwhile)."""
         self.closed = True
         self._disarm()
-        if self.transport is not None and not self.transport.is_closing():
-            if self.requests <= 1:
-                self.transport.write(answer)
-            self.transport.close()
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if self.requests <= 1:
+            transport.write(answer)
+        self._release()  # while it lingers it holds no slot of `max_connections`
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        transport.write_eof()
+        self.timer = self.loop.call_later(LINGER_S, transport.close)
+
+    def _discard(self, size: int) -> None:
+        self.dropped += size
+        if self.dropped > LINGER_BYTES and self.transport is not None:
+            self.transport.abort()
+
+
+def _slowest_reader(new: GuardedHttpProtocol, now: float) -> GuardedHttpProtocol:
+    """The body reader with the lowest rate so far, other than the one just begun (a scan, only
+    while bodies hold their share)."""
+    return min((p for p in _reading if p is not new), key=lambda p: p.rate(now))

@@ -37,6 +37,8 @@ class Request:
     _chunked: Any = None  # the server's request cycle once a chunked body started (`shortcuts.py`)
     # headers every answer to this request carries from here on (a key's X-RateLimit-*, CONTRACT §11)
     extra_headers: dict[str, str] | None = None
+    # called once the body is read (or reading it failed): frees the key's unfinished-body slot
+    body_read: Callable[[], None] | None = None
 
     @classmethod
     def from_scope(cls, scope: Scope, receive: Receive, send: Send) -> Request:
@@ -84,6 +86,14 @@ class Request:
 
     async def body(self, limit: int) -> bytes:
         """The whole body, or 413 as soon as it exceeds `limit` (chunked bodies included)."""
+        try:
+            return await self._read_body(limit)
+        finally:
+            if self.body_read is not None:
+                self.body_read()
+                self.body_read = None
+
+    async def _read_body(self, limit: int) -> bytes:
         declared = self.header("content-length")
         if declared is not None:
             try:
