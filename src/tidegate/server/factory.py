@@ -8,10 +8,25 @@ import os
 from ..config import load_config
 from .app import TidegateApp
 
-# Libraries whose DEBUG output carries secrets: botocore logs the canonical request it signs (the
-# AWS session token among its headers), HTTP clients log headers. `TIDEGATE_LOG_LEVEL=DEBUG` is
+# Libraries whose DEBUG output carries secrets or bodies: botocore logs the canonical request it
+# signs (the AWS session token among its headers), HTTP clients log headers, the MCP client logs
+# every JSON-RPC message whole (tool arguments and results). `TIDEGATE_LOG_LEVEL=DEBUG` is
 # tidegate's own debug output; these stay at WARNING whatever it says.
-QUIET_LIBRARIES = ("botocore", "boto3", "urllib3", "google", "httpx", "httpcore", "asyncio", "hpack")
+QUIET_LIBRARIES = (
+    "botocore",
+    "boto3",
+    "urllib3",
+    "google",
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "httpcore2",
+    "httpx_sse",
+    "mcp",
+    "sse_starlette",
+    "asyncio",
+    "hpack",
+)
 
 
 def configure_logging() -> None:
