@@ -197,6 +197,13 @@ class ProviderConfig(Struct, frozen=True, forbid_unknown_fields=True):
         PositiveFloat | None, doc("this provider's idle timeout (slow image models); default: `[server]`'s")
     ] = None
     headers: Annotated[dict[str, str], doc('openai: extra static headers (`{ "X-Title" = "..." }`)')] = {}
+    responses: Annotated[
+        bool,
+        doc(
+            "openai: the upstream speaks the Responses API too (`POST {base_url}/responses`): a `/v1/responses` "
+            "request reaches it as sent and its events pass through untouched ([agents.md](agents.md))"
+        ),
+    ] = False
     model_path: Annotated[str | None, doc("local: a GGUF file instead of the bundled SmolLM2")] = None
     n_ctx: Annotated[int, doc("local: context size", gt=0)] = 2048
     n_threads: Annotated[PositiveInt | None, doc("local: threads (default: llama.cpp's)")] = None

@@ -1,8 +1,9 @@
 """The real Codex CLI (`@openai/codex`, pinned in tests/agents/package.json) against a real tidegate
 through `/v1/responses` (docs/agents.md): `codex exec` headless, its home in a temporary directory,
 update checks and analytics off, nothing reached but loopback. The upstreams are the emulators: an
-OpenAI-compatible chat route and an Anthropic route, whose model (scenario `shell`) calls Codex's
-shell tool and then answers with the command's output, which Codex ran itself.
+OpenAI-compatible chat route, an Anthropic route and a Responses API route (passthrough), whose model
+(scenario `shell`) calls Codex's shell tool and then answers with the command's output, which Codex
+ran itself.
 
 The package is installed by `make install` (`npm ci` in tests/agents); when it is missing the tests
 install it the same way. Without node and npm they skip, saying so.
@@ -24,6 +25,7 @@ import pytest
 
 from emulators.anthropic_upstream import AnthropicFamilyEmulator
 from emulators.openai_agent_upstream import AgentOpenAIUpstream
+from emulators.openai_responses_upstream import ResponsesUpstream
 from helpers import ServerProcess, sqlite_url, start_server
 
 AGENTS = Path(__file__).resolve().parents[1] / "agents"
@@ -44,7 +46,9 @@ def codex_binary() -> Path:
     return CODEX
 
 
-def gateway_config(workdir: Path, chat: AgentOpenAIUpstream, claude: AnthropicFamilyEmulator) -> str:
+def gateway_config(
+    workdir: Path, chat: AgentOpenAIUpstream, claude: AnthropicFamilyEmulator, responses: ResponsesUpstream
+) -> str:
     return f"""
 [server]
 host = "127.0.0.1"
@@ -53,6 +57,10 @@ url = "{sqlite_url(workdir)}"
 [providers.chat]
 kind = "openai"
 base_url = "{chat.base_url}"
+[providers.oai]
+kind = "openai"
+base_url = "{responses.base_url}"
+responses = true
 [providers.claude]
 kind = "anthropic"
 base_url = "{claude.base_url}"
@@ -60,6 +68,8 @@ api_key_env = "EMU_ANTHROPIC_KEY"
 [models."agent-chat"]
 drop_hosted_tools = true
 routes = [{{ provider = "chat", model = "shell" }}]
+[models."agent-responses"]
+routes = [{{ provider = "oai", model = "shell" }}]
 [models."agent-claude"]
 drop_hosted_tools = true
 routes = [{{ provider = "claude", model = "claude-emu--shell" }}]
@@ -95,6 +105,7 @@ class Stack:
     server: ServerProcess
     chat: AgentOpenAIUpstream
     claude: AnthropicFamilyEmulator
+    responses: ResponsesUpstream
     workdir: Path
 
 
@@ -102,14 +113,15 @@ class Stack:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     codex_binary()
     chat, claude = AgentOpenAIUpstream().start(), AnthropicFamilyEmulator().start()
+    responses = ResponsesUpstream().start()
     workdir = tmp_path_factory.mktemp("codex")
-    server = start_server(
-        workdir, gateway_config(workdir, chat, claude), extra_env={"EMU_ANTHROPIC_KEY": claude.api_key}
-    )
-    yield Stack(server, chat, claude, workdir)
+    config = gateway_config(workdir, chat, claude, responses)
+    server = start_server(workdir, config, extra_env={"EMU_ANTHROPIC_KEY": claude.api_key})
+    yield Stack(server, chat, claude, responses, workdir)
     server.stop()
     chat.stop()
     claude.stop()
+    responses.stop()
 
 
 def run_codex(stack: Stack, model: str, prompt: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
@@ -151,7 +163,7 @@ def generations(stack: Stack, model: str) -> list[dict[str, Any]]:
     return [g for g in listed["data"] if g["model"] == model]
 
 
-@pytest.mark.parametrize("model", ["agent-chat", "agent-claude"])
+@pytest.mark.parametrize("model", ["agent-chat", "agent-claude", "agent-responses"])
 def test_codex_runs_a_shell_command_and_answers(stack: Stack, model: str, tmp_path: Path) -> None:
     done = run_codex(stack, model, "Print the magic number with the shell.", tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr

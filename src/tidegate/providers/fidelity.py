@@ -169,7 +169,7 @@ def refused_field(kind: str, request: GenerationRequest, responses: bool = False
     Responses door's body as sent."""
     table = FIDELITY.get(kind)
     extras = request.responses
-    if extras is not None and not responses:
+    if extras is not None and not (responses and extras.body):  # (no body: an MCP loop's turns, built)
         if extras.only:
             return next(iter(extras.only))
         if extras.hosted and not extras.drop_hosted:
@@ -192,7 +192,7 @@ def dropped_tools(request: GenerationRequest, responses: bool) -> tuple[str, ...
     """The hosted tools a route leaves out of `request` (the model's `drop_hosted_tools`): every one,
     on a route that does not speak the Responses API."""
     extras = request.responses
-    if extras is None or responses or not extras.drop_hosted:
+    if extras is None or (responses and extras.body) or not extras.drop_hosted:
         return ()
     return tuple(dict.fromkeys(extras.hosted.values()))
 

@@ -5,7 +5,8 @@ forced on (non-stream client requests are assembled from the stream by the door)
 `stream_options.include_usage` injected unless the client sent `stream_options` (UPSTREAMS §4,
 CONTRACT §3). The decoder emits, for every chunk, the chunk's exact bytes (`RawFrame`, for the chat
 door) followed by its canonical events (for the recorder and every other door). `[DONE]` is the
-terminal marker: a stream that ends without it is a failure, never a `stop`.
+terminal marker: a stream that ends without it is a failure, never a `stop`. With `responses = true`,
+a `/v1/responses` request goes to the upstream's Responses API instead (providers/openai_responses.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ..events import (
 )
 from ..request import GenerationRequest
 from ..sse import SSEDecoder, SSEEvent
+from .openai_responses import ResponsesDecoder, responses_body
 from .transport import MAX_UPSTREAM_TEXT, HttpProvider, UpstreamHttpRequest, retry_after_seconds, sanitize
 
 _FINISH: dict[str, FinishReason] = {
@@ -316,6 +318,8 @@ class OpenAIAdapter:
             raise ValueError(f"providers.{config.name}.base_url is required for kind 'openai'")
         self.name = config.name
         self.url = config.base_url.rstrip("/") + "/chat/completions"
+        # `responses = true`: the Responses door's requests go to the upstream's own Responses API
+        self.responses_url = config.base_url.rstrip("/") + "/responses" if config.responses else None
         self.api_key_env = config.api_key_env
         self.extra_headers = dict(config.headers)
 
@@ -334,15 +338,23 @@ class OpenAIAdapter:
             body["stream_options"] = {"include_usage": True}
         return body
 
+    def _passthrough(self, request: GenerationRequest, served_model: str) -> dict[str, Any] | None:
+        return responses_body(request, served_model) if self.responses_url is not None else None
+
     async def build_request(self, request: GenerationRequest, served_model: str) -> UpstreamHttpRequest:
         headers = {"content-type": "application/json", "accept": "text/event-stream"}
         headers.update(self.extra_headers)
         key = self._key()
         if key:
             headers["authorization"] = f"Bearer {key}"
+        passthrough = self._passthrough(request, served_model)
+        if passthrough is not None and self.responses_url is not None:
+            return UpstreamHttpRequest("POST", self.responses_url, headers, orjson.dumps(passthrough))
         return UpstreamHttpRequest("POST", self.url, headers, orjson.dumps(self.build_body(request, served_model)))
 
-    def new_decoder(self, request: GenerationRequest, served_model: str) -> OpenAIDecoder:
+    def new_decoder(self, request: GenerationRequest, served_model: str) -> OpenAIDecoder | ResponsesDecoder:
+        if self._passthrough(request, served_model) is not None:
+            return ResponsesDecoder(self.name, served_model, self._key())
         return OpenAIDecoder(self.name, served_model, self._key())
 
     def map_error(self, status: int, headers: dict[str, str], body: bytes) -> ProviderFailure:

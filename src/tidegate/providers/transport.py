@@ -258,6 +258,8 @@ class HttpProvider:
         """`config`: the provider's connection options (proxy, TLS, pool); without it, the defaults."""
         self.name = name
         self.kind = kind
+        # an `openai` provider that speaks the Responses API too (providers/fidelity.py asks)
+        self.responses = bool(config is not None and config.kind == "openai" and config.responses)
         self.adapter = adapter
         self.client = http_client_for(name, connect_timeout_s, config)
 

@@ -23,9 +23,10 @@ from typing import Any, Literal
 
 import orjson
 
-from ..events import Event, Failed, Finished, ReasoningDelta, TextDelta, ToolCallDelta, UsageReport
+from ..events import Event, Failed, Finished, RawFrame, ReasoningDelta, TextDelta, ToolCallDelta, UsageReport
 from ..request import ToolRef
 
+UPSTREAM_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 ItemKind = Literal["message", "reasoning", "function_call", "custom_tool_call"]
 Payload = dict[str, Any]
 
@@ -394,6 +395,10 @@ class ResponsesStreamRenderer(_ResponseShell):
             summarize=summarize,
         )
         self.next_id = first_event_id
+        # a Responses API route serves (`RawFrame`s): its events go out untouched, and the canonical
+        # events only keep the state a failure ending needs; `upstream_ended`: its terminal event went out
+        self.passthrough = False
+        self.upstream_ended = False
 
     def _frames(self, payloads: list[Payload]) -> bytes:
         out: list[bytes] = []
@@ -416,28 +421,58 @@ class ResponsesStreamRenderer(_ResponseShell):
         )
 
     def render(self, event: Event) -> bytes:
+        if type(event) is RawFrame:  # (a chat upstream's chunks are RawFrames too: not this door's)
+            return self._raw(event.data) if self.passthrough else b""
         payloads = self.state.feed(event)
+        if self.passthrough:
+            return b""
         return self._frames(payloads) if payloads else b""
+
+    def _raw(self, data: bytes) -> bytes:
+        """An upstream event's data, untouched, under its own name (`id:` is the frame log's index)."""
+        try:
+            etype = str(orjson.loads(data).get("type"))
+        except (orjson.JSONDecodeError, AttributeError):
+            etype = "message"
+        if etype in UPSTREAM_TERMINAL:
+            self.upstream_ended = True
+        seq = self.next_id
+        self.next_id += 1
+        return b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, etype.encode(), data)
 
     def finish(self, usage: UsageReport | None) -> bytes:
         """Items still open are closed, then exactly one `response.completed` / `.incomplete`."""
+        if self.passthrough:
+            return b""  # the upstream's own terminal event went out
         payloads = self.state.close_all("completed")
         etype, response = self.final(usage)
         return self._frames([*payloads, {"type": etype, "response": response}])
 
     def fail(self, failure: Failed, usage: UsageReport | None = None) -> bytes:
-        """The one `response.failed`: status failed, the §4 error, and the output so far."""
+        """The one `response.failed`: status failed, the §4 error, and the output so far (none when a
+        Responses API route's own `response.failed` went out)."""
+        if self.upstream_ended:
+            return b""
         return self._frames([{"type": "response.failed", "response": self.failed(failure, usage)}])
 
 
 class ResponseBuilder(_ResponseShell):
-    """`stream: false`: the same state machine, keeping only the final `response` object."""
+    """`stream: false`: the same state machine, keeping only the final `response` object (a Responses
+    API route's own, from its terminal event, when one served)."""
+
+    upstream: dict[str, Any] | None = None
 
     def reset(self) -> None:
         self.state = ResponseState(self.state.generation_id, self.state.tools, self.state.summarize)
+        self.upstream = None
 
     def add(self, event: Event) -> None:
+        if type(event) is RawFrame:
+            payload = orjson.loads(event.data)
+            if payload.get("type") in UPSTREAM_TERMINAL:
+                self.upstream = payload.get("response")
+            return
         self.state.feed(event)
 
     def build(self, usage: UsageReport | None) -> dict[str, Any]:
-        return self.final(usage)[1]
+        return self.upstream if self.upstream is not None else self.final(usage)[1]

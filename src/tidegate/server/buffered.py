@@ -56,6 +56,8 @@ async def serve_mcp(
     # each turn adds the MCP tools and the calls' results: the client's body as sent (what an OpenAI
     # passthrough forwards) no longer says what a turn asks, so every kind builds it from the request
     request.raw_body = {}
+    if request.responses is not None:  # nor does the Responses body: no route gets it as sent
+        request.responses.body = {}
     buffered = buffered_headers(reason)
     assert req.generation_id is not None
     generation_id = req.generation_id
@@ -105,6 +107,8 @@ async def serve_responses_door(
     model = state.config.models.get(parsed.request.model)
     if extras is not None and model is not None:  # the model's word on hosted tools (docs/agents.md)
         extras.drop_hosted = model.drop_hosted_tools
+    providers = state.config.providers
+    parsed.passthrough = frozenset(name for name, p in providers.items() if p.kind == "openai" and p.responses)
     if specs:
         parsed.tools = [*parsed.tools, *(s.echo() for s in specs)]
         await serve_mcp(

@@ -23,6 +23,7 @@ class _ResponsesStream:
 
     def __init__(self, gen: Generation, parsed: ResponsesRequest) -> None:
         self.gen = gen
+        self.passthrough = parsed.passthrough
         self.renderer = ResponsesStreamRenderer(
             generation_id=gen.id,
             public_model=gen.request.model,
@@ -33,6 +34,9 @@ class _ResponsesStream:
         )
 
     def begin(self, committed: Committed) -> bytes:
+        if committed.provider in self.passthrough and self.gen.request.responses is not None:
+            self.renderer.passthrough = True  # the upstream's own `response.created` comes next
+            return b""
         return self.renderer.begin()
 
     def event(self, event: Event) -> bytes:

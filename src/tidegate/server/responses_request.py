@@ -46,6 +46,8 @@ class ResponsesRequest:
     reasoning: dict[str, Any] | None = None
     include: list[str] = field(default_factory=list)
     text: dict[str, Any] | None = None
+    # the providers that speak the Responses API (`responses = true`): their events pass through
+    passthrough: frozenset[str] = frozenset()
 
     def echo(self) -> dict[str, Any]:
         """The request parameters every `response` object repeats."""
