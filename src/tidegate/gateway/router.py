@@ -9,7 +9,8 @@ from ..config import Breaker, Config, ModelConfig, Pricing, ProviderConfig, Rout
 from ..errors import InvalidRequest, ModelNotFound, NoProviderAvailable, quote
 from ..providers.base import ChatProvider
 from ..providers.connect import tls_context
-from ..providers.embeddings import EmbeddingProvider, build_embedding_provider
+from ..providers.embedding_kinds import build_embedding_provider
+from ..providers.embeddings import EmbeddingProvider
 from ..request import GenerationRequest
 from ..store.base import ApiKey
 from .health import Health, route_key

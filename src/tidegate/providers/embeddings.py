@@ -152,12 +152,3 @@ class LocalEmbeddingProvider:
 
     async def aclose(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
-
-
-def build_embedding_provider(config: ProviderConfig, connect_timeout_s: float = 10.0) -> EmbeddingProvider:
-    """One embedding provider per configured provider entry, by kind."""
-    if config.kind == "local":
-        return LocalEmbeddingProvider(config)
-    from .embeddings_remote import build_remote_embedding_provider
-
-    return build_remote_embedding_provider(config, connect_timeout_s)

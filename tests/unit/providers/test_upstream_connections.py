@@ -19,7 +19,7 @@ from tidegate.config import parse_config
 from tidegate.errors import ProviderFailure
 from tidegate.gateway.router import build_provider
 from tidegate.providers.connect import ConnectFailed
-from tidegate.providers.embeddings import build_embedding_provider
+from tidegate.providers.embedding_kinds import build_embedding_provider
 from tidegate.providers.http_client import HttpClient, HttpResponse
 from tidegate.providers.images import build_image_provider
 from tidegate.providers.transport import UpstreamHttpRequest, send_request
