@@ -18,8 +18,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[local,cloud,stores,otel,dev]'
 	touch $(STAMP)
 
-# the coding agents the tests drive (tests/agents/package.json; docs/agents.md), by their lock file
-AGENTS := tests/agents
+# the coding agents the tests drive (tests/coding_agents/package.json; docs/agents.md), by their lock file
+AGENTS := tests/coding_agents
 $(AGENTS)/node_modules/.package-lock.json: $(AGENTS)/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then cd $(AGENTS) && npm ci --no-audit --no-fund --loglevel=error; \
 	else echo "npm is not installed: the coding-agent tests will skip"; fi

@@ -3,8 +3,9 @@ same Chat Completions wire format (its chunk, usage and `[DONE]` writers).
 
 Scenario `shell`: when the last message is not a tool result, one call of `exec_command` (Codex
 CLI's shell tool) with `{"cmd": SHELL_COMMAND}`, its arguments in two pieces; after a tool result,
-the text `Tool said: <the result's last line>` (Codex puts the command's output last). Any other
-scenario is the base emulator's.
+the text `Tool said: <the result's last line>` (Codex puts the command's output last). Scenario
+`calltools`: the same, calling every tool of the request once with `{}`. Any other scenario is the
+base emulator's.
 """
 
 from __future__ import annotations
@@ -38,15 +39,23 @@ class AgentOpenAIUpstream(OpenAIUpstream):
                 self._chunk(rec, model, {"content": (result.strip().splitlines() or [""])[-1]}),
                 self._chunk(rec, model, {}, "stop"),
             ]
-        args = json.dumps({"cmd": SHELL_COMMAND})
-        fn = {"name": "exec_command", "arguments": ""}
-        call = {"index": 0, "id": "call_shell_1", "type": "function", "function": fn}
-        return [
-            self._chunk(rec, model, {"role": "assistant", "content": None, "tool_calls": [call]}),
-            self._chunk(rec, model, {"tool_calls": [{"index": 0, "function": {"arguments": args[:9]}}]}),
-            self._chunk(rec, model, {"tool_calls": [{"index": 0, "function": {"arguments": args[9:]}}]}),
-            self._chunk(rec, model, {}, "tool_calls"),
-        ]
+        if rec.scenario == "calltools":
+            names = [str((t.get("function") or {}).get("name")) for t in rec.body.get("tools") or []]
+            calls = [(name, "{}") for name in names]
+        else:
+            calls = [("exec_command", json.dumps({"cmd": SHELL_COMMAND}))]
+        out = []
+        for i, (name, args) in enumerate(calls):
+            fn = {"name": name, "arguments": ""}
+            call = {"index": i, "id": f"call_emu_{i}", "type": "function", "function": fn}
+            head = {"role": "assistant", "content": None} if i == 0 else {}
+            out.append(self._chunk(rec, model, {**head, "tool_calls": [call]}))
+            for piece in (args[:9], args[9:]):
+                if piece:
+                    out.append(
+                        self._chunk(rec, model, {"tool_calls": [{"index": i, "function": {"arguments": piece}}]})
+                    )
+        return [*out, self._chunk(rec, model, {}, "tool_calls")]
 
     async def _play(
         self,
@@ -57,7 +66,7 @@ class AgentOpenAIUpstream(OpenAIUpstream):
         arg: float | None,
         model: str,
     ) -> None:
-        if scenario != "shell":
+        if scenario not in ("shell", "calltools"):
             await super()._play(request, response, rec, scenario, arg, model)
             return
         for payload in self._shell_chunks(rec, model):

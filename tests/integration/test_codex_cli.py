@@ -1,12 +1,12 @@
-"""The real Codex CLI (`@openai/codex`, pinned in tests/agents/package.json) against a real tidegate
-through `/v1/responses` (docs/agents.md): `codex exec` headless, its home in a temporary directory,
+"""The real Codex CLI (`@openai/codex`, pinned in tests/coding_agents/package.json) against a real
+tidegate through `/v1/responses` (docs/agents.md): `codex exec` headless, its home in a temporary directory,
 update checks and analytics off, nothing reached but loopback. The upstreams are the emulators: an
 OpenAI-compatible chat route, an Anthropic route and a Responses API route (passthrough), whose model
 (scenario `shell`) calls Codex's shell tool and then answers with the command's output, which Codex
 ran itself.
 
-The package is installed by `make install` (`npm ci` in tests/agents); when it is missing the tests
-install it the same way. Without node and npm they skip, saying so.
+The package is installed by `make install` (`npm ci` in tests/coding_agents); when it is missing the
+tests install it the same way. Without node and npm they skip, saying so.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from emulators.openai_agent_upstream import AgentOpenAIUpstream
 from emulators.openai_responses_upstream import ResponsesUpstream
 from helpers import ServerProcess, sqlite_url, start_server
 
-AGENTS = Path(__file__).resolve().parents[1] / "agents"
+AGENTS = Path(__file__).resolve().parents[1] / "coding_agents"
 CODEX = AGENTS / "node_modules" / ".bin" / "codex"
 ANSWER = "Tool said: tidegate-42"  # the emulators' answer once Codex ran `echo tidegate-$((6*7))`
 
@@ -42,7 +42,7 @@ def codex_binary() -> Path:
             done = subprocess.run(
                 ["npm", "ci", "--no-audit", "--no-fund"], cwd=AGENTS, capture_output=True, text=True, timeout=600
             )
-            assert done.returncode == 0, f"npm ci in tests/agents failed:\n{done.stdout}\n{done.stderr}"
+            assert done.returncode == 0, f"npm ci in tests/coding_agents failed:\n{done.stdout}\n{done.stderr}"
     return CODEX
 
 
