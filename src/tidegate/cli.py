@@ -16,7 +16,7 @@ from .config import Config, load_config
 from .errors import ConfigError
 from .keys import make_key
 from .server.workers import Supervisor, claim_port, reuse_port_supported
-from .store.base import open_store
+from .store.open import open_store
 
 T = TypeVar("T")
 

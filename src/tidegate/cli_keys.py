@@ -18,7 +18,7 @@ import httpx
 from .config import load_config
 from .errors import ConfigError
 from .keys import make_key
-from .store.base import open_store
+from .store.open import open_store
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 

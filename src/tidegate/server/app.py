@@ -18,7 +18,8 @@ from ..gateway.leases import Leases
 from ..gateway.router import Router
 from ..ids import new_ulid
 from ..keys import Authenticator, unusable
-from ..store.base import ApiKey, GenerationStore, open_store
+from ..store.base import ApiKey, GenerationStore
+from ..store.open import open_store
 from . import chat, console, generations, heap, keys_admin, models, ops, replay, routes_admin, shortcuts
 from . import embeddings as embeddings_door
 from . import images as images_door

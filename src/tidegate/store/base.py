@@ -399,19 +399,3 @@ class GenerationStore(Protocol):
         leases go. `orphans`: also those whose owner never held a lease (records of versions before
         leases; a starting gateway asks once). Returns how many records were marked."""
         ...
-
-
-def open_store(url: str) -> GenerationStore:
-    if url.startswith("sqlite://"):
-        from .sqlite import SQLiteStore
-
-        return SQLiteStore(url)
-    if url.startswith(("redis://", "rediss://")):
-        from .redis import RedisStore
-
-        return RedisStore(url)
-    if url.startswith(("postgresql://", "postgres://")):
-        from .postgres import PostgresStore
-
-        return PostgresStore(url)
-    raise ValueError(f"store.url: scheme not available in this build: {url.split('://')[0]}")

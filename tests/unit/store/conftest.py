@@ -17,7 +17,8 @@ from store_backends import (
     with_query,
 )
 
-from tidegate.store.base import GenerationStore, open_store
+from tidegate.store.base import GenerationStore
+from tidegate.store.open import open_store
 
 BACKENDS = ["sqlite", "redis", "postgres"]
 

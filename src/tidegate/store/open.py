@@ -1,0 +1,24 @@
+"""The store a `store.url` names, by its scheme. Apart from `base.py` (the protocol and the record
+types), so the concrete stores import `base.py` and nothing imports them back."""
+
+from __future__ import annotations
+
+from .base import GenerationStore
+
+
+def open_store(url: str) -> GenerationStore:
+    """The store for `url` (`sqlite://`, `redis://` / `rediss://`, `postgresql://` / `postgres://`);
+    each backend's module is imported only when used (their drivers are optional extras)."""
+    if url.startswith("sqlite://"):
+        from .sqlite import SQLiteStore
+
+        return SQLiteStore(url)
+    if url.startswith(("redis://", "rediss://")):
+        from .redis import RedisStore
+
+        return RedisStore(url)
+    if url.startswith(("postgresql://", "postgres://")):
+        from .postgres import PostgresStore
+
+        return PostgresStore(url)
+    raise ValueError(f"store.url: scheme not available in this build: {url.split('://')[0]}")
