@@ -33,6 +33,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests $(wildcard bench)
 	$(BIN)/ruff format --check src tests $(wildcard bench)
 	$(BIN)/mypy --strict src
+	$(BIN)/lint-imports
 
 # run a second time with server/shortcuts.py switched off: the same bytes through uvicorn's own send
 SHORTCUTS_OFF_TESTS := tests/integration/test_stream_faults.py tests/integration/test_openai_passthrough.py
