@@ -48,6 +48,20 @@ class ResponsesExtras:
     tools: dict[str, ToolRef] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class MessagesExtras:
+    """What a `/v1/messages` body carries beyond the canonical request (docs/agents.md, Claude Code).
+
+    `body` and `headers` (`anthropic-version`, `anthropic-beta`) are the request as sent: a provider
+    of kind `anthropic` gets them untouched. `only` holds what only such a provider can honour (a
+    field, a block or tool type by its place, a beta flag): every other route refuses the request by
+    the first one's name (providers/fidelity.py)."""
+
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+    only: dict[str, Any] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, slots=True)
 class ToolRef:
     """A flattened Responses tool: `kind` function or custom, its own name and its namespace."""
@@ -84,6 +98,8 @@ class GenerationRequest:
     safety_identifier: str | None = None
     # set by the Responses door only
     responses: ResponsesExtras | None = None
+    # set by the Messages door only
+    messages_api: MessagesExtras | None = None
 
     @property
     def include_usage(self) -> bool:

@@ -317,6 +317,10 @@ def bedrock_stream(events: Events) -> bytes:
 # Request checks
 
 
+# the `anthropic-version` values the API documents (its versioning page); the SDK sends the latest
+API_VERSIONS = ("2023-06-01", "2026-10-21")
+
+
 def check_messages_body(body: Any) -> str | None:
     """The Messages API rules a translated body must follow; a message naming the problem, or None."""
     if not isinstance(body, dict):
@@ -329,8 +333,8 @@ def check_messages_body(body: Any) -> str | None:
     tool_ids: set[str] = set()
     for i, m in enumerate(messages):
         role = m.get("role")
-        if role not in ("user", "assistant"):
-            return f"messages.{i}.role: must be user or assistant"
+        if role not in ("user", "assistant", "system"):  # (system: the SDK's SystemMessageParam)
+            return f"messages.{i}.role: must be user, assistant or system"
         if i == 0 and role != "user":
             return "messages: first message must use the user role"
         if i > 0 and messages[i - 1].get("role") == role:
@@ -624,7 +628,7 @@ class AnthropicFamilyEmulator:
     async def _anthropic(self, request: web.Request, raw: bytes) -> web.StreamResponse:
         if request.headers.get("x-api-key") != self.api_key:
             return self._anthropic_error(401, "authentication_error", "invalid x-api-key")
-        if request.headers.get("anthropic-version") != "2023-06-01":
+        if request.headers.get("anthropic-version") not in API_VERSIONS:
             return self._anthropic_error(400, "invalid_request_error", "anthropic-version: header is required")
         body = orjson.loads(raw)
         model = str(body.get("model") or "")

@@ -3,6 +3,11 @@
 
 `MessagesEventDecoder` turns Messages stream events (name + JSON) into canonical events; it is fed by
 `AnthropicSSEDecoder` here (bytes → SSE) and by Bedrock's eventstream decoder. Pure: no I/O.
+
+A request from the Messages door (`request.messages_api`) is passed through: the client's body as
+sent (the route's model in `model`, `stream` on, tidegate's `provider` object left out) with its
+`anthropic-version` and `anthropic-beta` headers, and each upstream event comes back as its data
+bytes (`RawFrame`, which that door writes untouched) before the canonical events it says.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from ..events import (
     Failed,
     FailureCode,
     FinishReason,
+    RawFrame,
     ReasoningDelta,
     Started,
     TextDelta,
@@ -240,9 +246,10 @@ class MessagesEventDecoder:
 class AnthropicSSEDecoder:
     """Messages API SSE bytes → canonical events."""
 
-    def __init__(self, provider: str, served_model: str, json_answer: bool = False) -> None:
+    def __init__(self, provider: str, served_model: str, json_answer: bool = False, passthrough: bool = False) -> None:
         self._sse = SSEDecoder()
         self.events = MessagesEventDecoder(provider, served_model, json_answer)
+        self._passthrough = passthrough
 
     def feed(self, chunk: bytes) -> list[Event]:
         batch, overflow = self._sse.feed_to_error(chunk)
@@ -263,6 +270,8 @@ class AnthropicSSEDecoder:
                 name = ev.event
                 if name == "message" and isinstance(data, dict):
                     name = str(data.get("type") or "message")
+                if self._passthrough and isinstance(data, dict):
+                    out.append(RawFrame(ev.data.encode()))
                 out.extend(self.events.handle(name, data))
             except ValueError as exc:
                 if not out:
@@ -324,10 +333,18 @@ class AnthropicAdapter:
             **self.config.headers,
             "x-api-key": key,
         }
-        body = orjson.dumps(messages_body(request, model=served_model, stream=True))
+        extras = request.messages_api
+        if extras is not None:  # the Messages door: as sent
+            sent = {k: v for k, v in extras.body.items() if k != "provider"}  # (routing is tidegate's)
+            headers.update(extras.headers)
+            body = orjson.dumps({**sent, "model": served_model, "stream": True})
+        else:
+            body = orjson.dumps(messages_body(request, model=served_model, stream=True))
         return UpstreamHttpRequest("POST", self.url, headers, body)
 
     def new_decoder(self, request: GenerationRequest, served_model: str) -> StreamDecoder:
+        if request.messages_api is not None:
+            return AnthropicSSEDecoder(self.name, served_model, passthrough=True)
         return AnthropicSSEDecoder(self.name, served_model, wants_json(request))
 
     def map_error(self, status: int, headers: dict[str, str], body: bytes) -> ProviderFailure:

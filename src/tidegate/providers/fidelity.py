@@ -127,7 +127,10 @@ def _anthropic_json_refused(request: GenerationRequest) -> bool:
 
 def _cache_markers(request: GenerationRequest) -> bool:
     """A prompt-cache breakpoint (`cache_control`) on a content part or a tool: the local model has no
-    prompt cache to honour it with."""
+    prompt cache to honour it with. On the Messages door it is a hint (Claude Code marks every request):
+    a route without a prompt cache serves the request uncached."""
+    if request.messages_api is not None:
+        return False
     for message in request.messages:
         content = message.get("content")
         if isinstance(content, list) and any(isinstance(p, dict) and "cache_control" in p for p in content):
@@ -168,6 +171,12 @@ def refused_field(kind: str, request: GenerationRequest, responses: bool = False
     the provider speaks the Responses API (`kind = "openai"`, `responses = true`), which takes a
     Responses door's body as sent."""
     table = FIDELITY.get(kind)
+    messages = request.messages_api
+    if messages is not None:  # the Messages door (docs/agents.md)
+        if kind == "anthropic":
+            return None  # it gets the body and the anthropic-* headers as sent (providers/anthropic.py)
+        if messages.only:
+            return next(iter(messages.only))
     extras = request.responses
     if extras is not None and not (responses and extras.body):  # (no body: an MCP loop's turns, built)
         if extras.only:

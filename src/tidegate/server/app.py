@@ -23,6 +23,7 @@ from ..store.open import open_store
 from . import chat, console, generations, heap, keys_admin, models, ops, replay, routes_admin, shortcuts
 from . import embeddings as embeddings_door
 from . import images as images_door
+from . import messages as messages_door
 from . import native as native_door
 from . import responses as responses_door
 from .bodies import UnfinishedBodies
@@ -39,6 +40,8 @@ KeyedHandler = Callable[[Request, AppState, ApiKey], Awaitable[None]]
 _ROUTES: list[tuple[str, re.Pattern[str], KeyedHandler]] = [
     ("POST", re.compile(r"^/v1/chat/completions$"), chat.chat_completions),
     ("POST", re.compile(r"^/v1/responses$"), responses_door.responses),
+    ("POST", re.compile(r"^/v1/messages$"), messages_door.messages),
+    ("POST", re.compile(r"^/v1/messages/count_tokens$"), messages_door.count_message_tokens),
     ("POST", re.compile(r"^/api/v1/llm/responses$"), native_door.native_responses),
     ("POST", re.compile(r"^/api/v1/llm/responses/replay$"), replay.replay),
     ("POST", re.compile(r"^/v1/embeddings$"), embeddings_door.embeddings),
@@ -117,6 +120,8 @@ class TidegateApp:
         path = req.path
         if path.startswith(("/v1/", "/api/v1/")):
             req.generation_id = new_ulid()
+            if messages_door.wants_anthropic_shape(req):  # its errors in Anthropic's shape, a 401 too
+                req.error_shape = messages_door.anthropic_error
         if path == "/healthz":
             await ops.healthz(req)
             return
@@ -135,6 +140,9 @@ class TidegateApp:
             if req.method != "GET":
                 raise MethodNotAllowed("use GET /v1/models")
             await self._authenticate(req)
+            if req.error_shape is not None:  # an Anthropic client: Anthropic's list shape
+                await messages_door.list_models(req, self.config)
+                return
             await models.list_models(req, self.config)
             return
         for method, pattern, handler in _ROUTES:
@@ -158,6 +166,8 @@ class TidegateApp:
 
     async def _authenticate(self, req: Request) -> ApiKey:
         header = req.header("authorization")
+        if header is None and req.error_shape is not None and (api_key := req.header("x-api-key")):
+            header = f"Bearer {api_key}"  # Anthropic's own key header, on the Messages door (docs/agents.md)
         if header is None and (cookie := console.session_cookie(req)) is not None:
             return await console.session_key(req, self.state, cookie)  # the web console (server/console.py)
         key = await self.state.auth.authenticate(header)

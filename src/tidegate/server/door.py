@@ -233,7 +233,10 @@ async def _end_broken(req: Request, gen: Generation, writer: StreamWriter | None
 async def drive_stream(
     req: Request, state: AppState, gen: Generation, writer: StreamWriter, headers: dict[str, str]
 ) -> None:
-    keepalive = encode_comment(state.config.server.keepalive_text)
+    # a door whose keep-alive is an event of its own (Messages: `ping`, from `keepalive_tick`) sends no comment
+    keepalive = (
+        encode_comment(state.config.server.keepalive_text) if getattr(writer, "comment_keepalives", True) else b""
+    )
 
     failure: Failed | None = None
     # bound once, used per event; a generation that keeps no logs skips the frame log's call

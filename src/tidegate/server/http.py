@@ -39,6 +39,8 @@ class Request:
     extra_headers: dict[str, str] | None = None
     # called once the body is read (or reading it failed): frees the key's unfinished-body slot
     body_read: Callable[[], None] | None = None
+    # the error body of a door that speaks another API's shape (server/messages.py: Anthropic's)
+    error_shape: Callable[[TidegateError], dict[str, Any]] | None = None
 
     @classmethod
     def from_scope(cls, scope: Scope, receive: Receive, send: Send) -> Request:
@@ -214,7 +216,8 @@ class Request:
             headers.update(error.headers)
         if error.retry_after is not None:  # whole seconds, up: a client that waits that long gets in
             headers["retry-after"] = str(max(1, math.ceil(error.retry_after - 1e-6)))
-        await self.respond_json(error.status, error.body(), headers)
+        body = error.body() if self.error_shape is None else self.error_shape(error)
+        await self.respond_json(error.status, body, headers)
 
 
 Handler = Callable[[Request], Awaitable[None]]
