@@ -133,13 +133,14 @@ def test_running_key_409_then_live_resume_with_last_event_id(local_server: Serve
     full = stream_sse(local_server.base_url + CHAT, payload, h)
     assert full.headers["idempotent-replayed"] == "true"
     assert [e.data for e in full.events[2:]] == [e.data for e in resumed.events]
-    # Last-Event-ID equal to the last event (or past it): the stream's ending again, so the client
-    # can tell the stream ended rather than was cut
+    # Last-Event-ID equal to the last event: an empty stream that ends normally (the client has the
+    # ending); past it: the stream's ending again, so the client can tell it ended rather than was cut
     last = int(full.events[-1].id or -1)
-    for after in (last, last + 5):
-        again = stream_sse(local_server.base_url + CHAT, payload, {**h, "Last-Event-ID": str(after)})
-        assert again.status == 200 and again.done and len(again.events) == 1
-        assert again.events[0].id == str(last)
+    again = stream_sse(local_server.base_url + CHAT, payload, {**h, "Last-Event-ID": str(last)})
+    assert again.status == 200 and again.events == [] and again.raw == b""  # (read to its clean end)
+    past = stream_sse(local_server.base_url + CHAT, payload, {**h, "Last-Event-ID": str(last + 5)})
+    assert past.status == 200 and past.done and len(past.events) == 1
+    assert past.events[0].id == str(last)
 
 
 def test_disconnect_with_key_keeps_generating(local_server: ServerProcess) -> None:

@@ -126,7 +126,8 @@ async def follow_frames(state: AppState, generation_id: str, after: int) -> Asyn
 async def stream_frames(req: Request, state: AppState, record: GenerationRecord, after: int) -> None:
     """The frames after `after`, then an ending: the stream's own, or, when its gateway died before
     writing one, the door's failure ending (server/endings.py). A client whose `Last-Event-ID` is
-    already the last frame gets that last frame again, so it can tell the stream ended."""
+    exactly the last frame gets an empty stream that ends normally (it has the ending); one past the
+    last frame gets the ending again, so it can tell the stream ended rather than was cut."""
     record = await who_served(state.store, record)
     await req.start(200, SSE_CONTENT_TYPE, record_headers(record, True, state.gateway.router.regions))
     await write_followed(req, state, record.id, after)
@@ -139,20 +140,23 @@ async def write_followed(req: Request, state: AppState, generation_id: str, afte
         await req.write(frame)
         last = frame
     if last is None or not has_ending(last):
-        ending = await _missing_ending(state, generation_id, last is None)
+        ending = await _missing_ending(state, generation_id, after if last is None else None)
         if ending:
             await req.write(ending)
     await req.write(b"", more=False)
 
 
-async def _missing_ending(state: AppState, generation_id: str, sent_nothing: bool) -> bytes:
-    """What a stream that stopped without its ending still owes the client (b"" if nothing)."""
+async def _missing_ending(state: AppState, generation_id: str, nothing_after: int | None) -> bytes:
+    """What a stream that stopped without its ending still owes the client (b"" if nothing).
+    `nothing_after`: nothing was sent, the client asked for the frames after this id."""
     final = await state.store.get_generation(generation_id)
     if final is None or final.status == "in_progress":
         return b""
-    frames = [data for _, data in await state.store.read_log(generation_id, LOG_FRAME)]
+    logged = await state.store.read_log(generation_id, LOG_FRAME)
+    frames = [data for _, data in logged]
     if frames and has_ending(frames[-1]):
-        return frames[-1] if sent_nothing else b""
+        past_the_end = nothing_after is not None and nothing_after > logged[-1][0]
+        return frames[-1] if past_the_end else b""
     final = await recovered(state.store, final)
     events = [decode_event(data) for _, data in await state.store.read_log(generation_id, LOG_EVENT)]
     return crash_ending(final, frames, events)
