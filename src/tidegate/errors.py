@@ -1,10 +1,10 @@
-"""The error tree and its one mapping to HTTP status + contract error code (CONTRACT §4)."""
+"""The error tree and its one mapping to HTTP status + contract error code (docs/api.md §4)."""
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-QUOTE_LIMIT = 200  # characters of what a client sent that an error message may repeat (CONTRACT §16)
+QUOTE_LIMIT = 200  # characters of what a client sent that an error message may repeat (docs/api.md §16)
 MESSAGE_LIMIT = 1000  # characters of any error message
 
 
@@ -53,7 +53,7 @@ class StreamNotSupported(InvalidRequest):
 
 
 class UnsupportedParameter(InvalidRequest):
-    """A field no route of the model can honour (CONTRACT §15): refused, never silently dropped."""
+    """A field no route of the model can honour (docs/api.md §15): refused, never silently dropped."""
 
     code = "unsupported_parameter"
 
@@ -171,5 +171,5 @@ class ProviderFailure(Exception):
 
 
 def retriable_status(status: int) -> bool:
-    """Upstream statuses that move to the next route (CONTRACT §4)."""
+    """Upstream statuses that move to the next route (docs/api.md §4)."""
     return status in (401, 403, 408, 429) or status >= 500

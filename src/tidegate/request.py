@@ -20,7 +20,7 @@ class ReasoningOptions:
 
 @dataclass(frozen=True, slots=True)
 class ProviderPrefs:
-    """A request's OpenRouter-compatible `provider` object plus `jurisdictions` (CONTRACT §12)."""
+    """A request's OpenRouter-compatible `provider` object plus `jurisdictions` (docs/api.md §12)."""
 
     order: tuple[str, ...] = ()
     only: tuple[str, ...] | None = None
@@ -103,7 +103,7 @@ class GenerationRequest:
 
     @property
     def include_usage(self) -> bool:
-        """Whether the client wants the usage chunk (CONTRACT §3: yes unless it said false)."""
+        """Whether the client wants the usage chunk (docs/api.md §3: yes unless it said false)."""
         if self.stream_options is None:
             return True
         return bool(self.stream_options.get("include_usage", False))

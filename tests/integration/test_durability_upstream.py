@@ -1,4 +1,4 @@
-"""CONTRACT §7 against a counting upstream: one key, one upstream request; kill; tenants; the seed's curl."""
+"""docs/api.md §7 against a counting upstream: one key, one upstream request; kill; tenants; the seed's curl."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 For openai (passthrough), anthropic, bedrock and vertex, each injected fault — an in-band error, a
 dropped connection, an idle stall, a stream without its terminal event, undecodable data (invalid JSON,
-or a bad eventstream CRC for Bedrock) — must end the stream with exactly one CONTRACT §4 failure chunk
+or a bad eventstream CRC for Bedrock) — must end the stream with exactly one docs/api.md §4 failure chunk
 as its last bytes (no `data: [DONE]` anywhere), the right `error.code`, `finish_reason: "error"`, the
 provider's name, no fallback, and a `failed` record. A client that goes away (no Idempotency-Key) makes
 tidegate close the upstream socket within a second, as the emulator records, and leaves `cancelled`.
@@ -73,7 +73,7 @@ def test_failure_ends_stream_without_done(stack: Stack, fault: str, kind: str) -
     chunks = r.json_events()
     last = chunks[-1]
     assert [c for c in chunks if "error" in c] == [last]
-    # CONTRACT §4 shape
+    # docs/api.md §4 shape
     assert set(last) == FAILURE_KEYS, sorted(last)
     assert last["object"] == "chat.completion.chunk" and isinstance(last["created"], int)
     assert last["model"] == model and last["provider"] == PROVIDER[kind]

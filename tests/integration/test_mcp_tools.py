@@ -1,4 +1,4 @@
-"""CONTRACT §6 buffered mode and §13 MCP tools, end to end: a real tidegate, the OpenAI emulator's
+"""docs/api.md §6 buffered mode and §13 MCP tools, end to end: a real tidegate, the OpenAI emulator's
 `mcp-agent` model (it calls the tool the user names, then answers with the result) and a real MCP
 server (the official SDK's MCPServer over streamable HTTP) in its own process."""
 
@@ -304,7 +304,7 @@ def test_a_server_killed_mid_loop_gives_a_clear_error_and_a_final_record(
 def test_a_model_with_server_tools_answers_chat_completions_buffered(
     server: ServerProcess, upstream: OpenAIUpstream
 ) -> None:
-    """CONTRACT §6 reason `server_tools`: the catalog model declares the MCP server; a plain chat
+    """docs/api.md §6 reason `server_tools`: the catalog model declares the MCP server; a plain chat
     completion runs the loop and answers one `chat.completion`, even for `stream: true`."""
     before = len(upstream.for_model("mcp-agent"))
     body = {"model": "m/tools", "messages": [{"role": "user", "content": "call add"}], "stream": True}

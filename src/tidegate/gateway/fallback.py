@@ -1,4 +1,4 @@
-"""The fallback policy (CONTRACT §4): what a route's failure means, for every door.
+"""The fallback policy (docs/api.md §4): what a route's failure means, for every door.
 
 One table, used by the streaming relay (chat, Responses, native, images) and the embedding relay
 alike, and shown in docs/fallback.md (a test checks the two agree):
@@ -49,7 +49,7 @@ def answer_now(failure: RouteFailure) -> TidegateError:
 
 
 def final_error(failures: list[RouteFailure]) -> TidegateError:
-    """The CONTRACT §4 error once every route failed before the response started."""
+    """The docs/api.md §4 error once every route failed before the response started."""
     if not failures:
         return NoProviderAvailable("no route is configured for this model")
     refused = [f for f in failures if f.code == "unsupported_parameter"]

@@ -4,7 +4,7 @@ It walks a model's routes (fallback), owns the commit point, keep-alive ticks, t
 timeout, cancellation (client disconnect or the cancel endpoint) and the "no terminal event" check.
 Doors consume its items: `Committed` (send the 200 and headers now), `KEEPALIVE` (write a comment)
 and batches of canonical events (one per upstream read). Before the commit point a failed route
-moves to the next; when every route failed, `run` raises the CONTRACT §4 error. After the commit
+moves to the next; when every route failed, `run` raises the docs/api.md §4 error. After the commit
 point every failure ends a batch with one `Failed` event and the iteration ends. The commit point
 (the first upstream event, or the first keep-alive on a stream) holds for non-stream requests too:
 once events reached the door, no other route is tried. The upstream is closed before a terminal
@@ -144,7 +144,7 @@ class Relay:
     async def run(self) -> AsyncGenerator[RelayItem, None]:
         health, breakers = self.health, self.breakers
         for i, (provider, route) in enumerate(self.routes):
-            # CONTRACT §15: never silently dropped (`responses`: the provider speaks the Responses API)
+            # docs/api.md §15: never silently dropped (`responses`: the provider speaks the Responses API)
             refused = refused_field(provider.kind, self.request, getattr(provider, "responses", False))
             if refused is not None:  # this route cannot serve the request as asked: the next may
                 message = refusal_message(refused, provider.name, provider.kind)

@@ -1,9 +1,9 @@
-"""Request → ordered concrete routes, with the reason (CONTRACT §12).
+"""Request → ordered concrete routes, with the reason (docs/api.md §12).
 
 Policy models (`type = "router"`) pick among their candidates by what the request needs and their
 policy; a model's `strategy` orders its routes; a request's `provider` object and a key's
 `jurisdictions` filter them (never an attempt outside what both allow). The relay then falls back
-down the order (CONTRACT §4) and skips routes whose breaker is open (gateway/health.py). The default
+down the order (docs/api.md §4) and skips routes whose breaker is open (gateway/health.py). The default
 case (an `ordered` chat model, no `provider` object, no key jurisdictions) returns the routes as
 configured with no other work.
 """

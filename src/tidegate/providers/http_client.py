@@ -1,6 +1,6 @@
 """The upstream HTTP/1.1 client: keep-alive pools, one asyncio protocol per connection, httptools.
 
-Why not aiohttp (DESIGN.md's Stack named it): its response, connection, parser and stream reader
+Why not aiohttp (the original design's Stack named it): its response, connection, parser and stream reader
 held several times the memory per open stream and cost more CPU per upstream read and per request
 than this client (measured in `bench/results/history.md`, round four). It does only what the
 upstream kinds need: `POST`/`GET` with a bytes body, `http` and `https` (system trust store),

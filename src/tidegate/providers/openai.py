@@ -3,7 +3,7 @@
 `build_request` forwards the client's body (unknown fields included) with the route's model, `stream`
 forced on (non-stream client requests are assembled from the stream by the door) and
 `stream_options.include_usage` injected unless the client sent `stream_options` (UPSTREAMS §4,
-CONTRACT §3). The decoder emits, for every chunk, the chunk's exact bytes (`RawFrame`, for the chat
+docs/api.md §3). The decoder emits, for every chunk, the chunk's exact bytes (`RawFrame`, for the chat
 door) followed by its canonical events (for the recorder and every other door). `[DONE]` is the
 terminal marker: a stream that ends without it is a failure, never a `stop`. With `responses = true`,
 a `/v1/responses` request goes to the upstream's Responses API instead (providers/openai_responses.py).

@@ -1,4 +1,4 @@
-"""Chat Completions renderer (CONTRACT §3, §4): streaming chunks and the non-stream completion."""
+"""Chat Completions renderer (docs/api.md §3, §4): streaming chunks and the non-stream completion."""
 
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ class ChatStreamRenderer:
         return out + self._emit(DONE)
 
     def fail(self, failure: Failed) -> bytes:
-        """The one final failure chunk (CONTRACT §4). No [DONE] follows."""
+        """The one final failure chunk (docs/api.md §4). No [DONE] follows."""
         delta: dict[str, Any] = {"content": ""}
         if not self._role_sent and not self.passthrough:
             delta = {"role": "assistant", "content": ""}

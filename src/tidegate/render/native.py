@@ -1,4 +1,4 @@
-"""Native API renderer (CONTRACT §6): `start`, `status`, `delta`, `done`, `error` events.
+"""Native API renderer (docs/api.md §6): `start`, `status`, `delta`, `done`, `error` events.
 
 Each frame is `id: <n>` (from 0), `event: <name>`, `data: <json>`. `status` events follow the phase
 of the answer: `connecting` when the stream starts, one `fallback` per route that failed before the

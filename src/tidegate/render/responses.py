@@ -1,4 +1,4 @@
-"""Responses API renderer (CONTRACT §5): canonical events → named Responses stream events.
+"""Responses API renderer (docs/api.md §5): canonical events → named Responses stream events.
 
 `ResponseState` turns canonical events into output items (`reasoning`, `message`, `function_call`)
 and the wire payloads that build them; `ResponsesStreamRenderer` numbers and frames those payloads

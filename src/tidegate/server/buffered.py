@@ -1,4 +1,4 @@
-"""Buffered answers (CONTRACT §6, §13): a request with MCP tools (or a chat completion of a model with
+"""Buffered answers (docs/api.md §6, §13): a request with MCP tools (or a chat completion of a model with
 `server_tools`) runs the gateway's tool loop and answers one JSON body, `X-Kendr-Stream-Mode: buffered`
 + `X-Kendr-Buffered-Reason: custom_mcp` (or `server_tools`), even for `stream: true`. Idempotency, the record and
 cancellation are the ones of every generation.
@@ -33,7 +33,7 @@ Render = Callable[[Generation, LoopResult], dict[str, Any]]
 
 
 def buffered_headers(reason: str) -> dict[str, str]:
-    """`custom_mcp` (the request's MCP tools) or `server_tools` (the model's, CONTRACT §6)."""
+    """`custom_mcp` (the request's MCP tools) or `server_tools` (the model's, docs/api.md §6)."""
     return {"x-kendr-stream-mode": "buffered", "x-kendr-buffered-reason": reason}
 
 

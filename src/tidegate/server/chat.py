@@ -1,4 +1,4 @@
-"""`POST /v1/chat/completions`: validate, then chunks (CONTRACT §3, §4) or one `chat.completion`; a
+"""`POST /v1/chat/completions`: validate, then chunks (docs/api.md §3, §4) or one `chat.completion`; a
 model with `server_tools` runs the gateway's MCP tool loop and answers buffered (server/buffered.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rolling restarts (CONTRACT §10): on SIGTERM or SIGINT, stop being ready and drain.
+"""Rolling restarts (docs/api.md §10): on SIGTERM or SIGINT, stop being ready and drain.
 
 The server's own handler still runs (it stops accepting and waits for the open connections, up to
 its graceful-shutdown timeout, which `tidegate serve` sets above `drain_s`); before it, this one

@@ -1,4 +1,4 @@
-"""The door's own failure ending for a stream whose gateway died before writing one (CONTRACT §4, §7).
+"""The door's own failure ending for a stream whose gateway died before writing one (docs/api.md §4, §7).
 
 A gateway that dies mid-stream leaves a frame log with no ending: a resume, or a follower on another
 instance, would re-send those frames and stop, and a plain OpenAI SDK client takes a body that just

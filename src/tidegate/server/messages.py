@@ -30,7 +30,7 @@ from .state import AppState
 
 # the request headers that say what a Messages request is (an `anthropic` route gets them as sent)
 ANTHROPIC_HEADERS = ("anthropic-version", "anthropic-beta")
-# CONTRACT §4's statuses in Anthropic's error types (its API's errors reference)
+# docs/api.md §4's statuses in Anthropic's error types (its API's errors reference)
 ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",

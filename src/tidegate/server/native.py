@@ -1,4 +1,4 @@
-"""`POST /api/v1/llm/responses`: the native door (CONTRACT §6).
+"""`POST /api/v1/llm/responses`: the native door (docs/api.md §6).
 
 Streams `start`, `status`, `delta` and then `done` (the final result) or `error`, with
 `X-Kendr-Stream-Mode: streamed`; `stream: false` answers the `done` object as JSON. The record is

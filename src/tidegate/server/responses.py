@@ -1,4 +1,4 @@
-"""`POST /v1/responses`: validate, then Responses events (CONTRACT §5) or one `response` object."""
+"""`POST /v1/responses`: validate, then Responses events (docs/api.md §5) or one `response` object."""
 
 from __future__ import annotations
 
