@@ -131,31 +131,37 @@ def start_emulator(workdir: Path, cores: str | None) -> Service:
     return svc
 
 
-def tidegate_config(emu_url: str, shapes: list[str], store_url: str, keepalive_s: float, workers: int) -> str:
-    lines = [
-        "[server]",
-        'host = "127.0.0.1"',
-        f"keepalive_s = {keepalive_s}",
-        f"workers = {workers}",
-        # the scenarios hold up to 5,000 streams open: above the defaults (4096 client connections per
-        # worker, 100 connections per provider), which are limits for operators, not what is measured
-        "max_connections = 8192",
-        "[store]",
-        f'url = "{store_url}"',
-        "[providers.emu-openai]",
-        'kind = "openai"',
-        f'base_url = "{emu_url}/v1"',
-        'api_key_env = "BENCH_UPSTREAM_KEY"',
-        "max_connections = 8192",
-        "[providers.emu-anthropic]",
-        'kind = "anthropic"',
-        f'base_url = "{emu_url}"',
-        'api_key_env = "BENCH_UPSTREAM_KEY"',
-        "max_connections = 8192",
-    ]
+def tidegate_config(
+    emu_url: str,
+    shapes: list[str],
+    store_url: str,
+    keepalive_s: float | None,
+    workers: int,
+    *,
+    raise_limits: bool = False,
+    pricing: bool = False,
+    passthrough_only: bool = False,
+) -> str:
+    """A config on the defaults a user gets, but for what the caller names: `keepalive_s` (None: the
+    default), `raise_limits` (the 5,000-stream scenario only: past the default 4096 client
+    connections per worker and 1000 per provider, which are limits for operators, not what is
+    measured), `pricing` (every model priced, so a key's credits reserve and settle money) and
+    `passthrough_only` (the OpenAI provider alone: no Anthropic route to translate)."""
+    limit = ["max_connections = 8192"] if raise_limits else []
+    lines = ["[server]", 'host = "127.0.0.1"', f"workers = {workers}", *limit]
+    if keepalive_s is not None:
+        lines.append(f"keepalive_s = {keepalive_s}")
+    lines += ["[store]", f'url = "{store_url}"']
+    providers = [("emu-openai", "openai", f"{emu_url}/v1"), ("emu-anthropic", "anthropic", emu_url)]
+    for name, kind, base in providers[:1] if passthrough_only else providers:
+        lines += [f"[providers.{name}]", f'kind = "{kind}"', f'base_url = "{base}"']
+        lines += ['api_key_env = "BENCH_UPSTREAM_KEY"', *limit]
+    price = ["pricing = { prompt = 2.5, completion = 10.0 }"] if pricing else []
     for shape in shapes:
-        lines += [f'[models."{shape}"]', f'routes = [{{ provider = "emu-openai", model = "{shape}" }}]']
-        lines += [f'[models."anth/{shape}"]', f'routes = [{{ provider = "emu-anthropic", model = "{shape}" }}]']
+        lines += [f'[models."{shape}"]', f'routes = [{{ provider = "emu-openai", model = "{shape}" }}]', *price]
+        if not passthrough_only:
+            anth = f'routes = [{{ provider = "emu-anthropic", model = "{shape}" }}]'
+            lines += [f'[models."anth/{shape}"]', anth, *price]
     return "\n".join(lines) + "\n"
 
 
@@ -167,9 +173,14 @@ def start_tidegate(
     cores: str | None,
     *,
     workers: int = 1,
-    keepalive_s: float = 0.75,
+    keepalive_s: float | None = None,
     memory_store: bool = False,
     store_url: str | None = None,
+    raise_limits: bool = False,
+    pricing: bool = False,
+    passthrough_only: bool = False,
+    extra_env: dict[str, str] | None = None,
+    port: int = 0,
 ) -> Service:
     """`store_url` (any store tidegate takes) overrides the SQLite file or memory store."""
     workdir = workdir.resolve()
@@ -179,14 +190,50 @@ def start_tidegate(
     for suffix in ("", "-wal", "-shm"):
         (workdir / f"{name}.db{suffix}").unlink(missing_ok=True)
     config_path = workdir / f"{name}.toml"
-    config_path.write_text(tidegate_config(emu_url, shapes, store_url, keepalive_s, workers))
-    port = free_port()
+    config = tidegate_config(
+        emu_url,
+        shapes,
+        store_url,
+        keepalive_s,
+        workers,
+        raise_limits=raise_limits,
+        pricing=pricing,
+        passthrough_only=passthrough_only,
+    )
+    config_path.write_text(config)
+    return _serve(workdir, name, ["--config", str(config_path)], cores, extra_env, port)
+
+
+def start_tidegate_default(workdir: Path, cores: str | None) -> Service:
+    """`tidegate serve` with no config at all: the embedded default (local models, SQLite in the cwd)."""
+    workdir = (workdir / "default-config").resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal", "-shm"):
+        (workdir / f"tidegate.db{suffix}").unlink(missing_ok=True)
+    return _serve(workdir, "default-config", [], cores, None, 0)
+
+
+def _serve(
+    workdir: Path, name: str, args: list[str], cores: str | None, extra_env: dict[str, str] | None, port: int
+) -> Service:
+    port = port or free_port()
     env = clean_env()
     env["TIDEGATE_MASTER_KEY"] = TIDEGATE_KEY
-    cmd = [*pin(cores), PY, "-m", "tidegate", "serve", "--config", str(config_path), "--port", str(port)]
+    env.update(extra_env or {})
+    cmd = [*pin(cores), PY, "-m", "tidegate", "serve", *args, "--port", str(port)]
     proc, log = _spawn(name, cmd, workdir, env)
     svc = Service(name, proc, f"http://127.0.0.1:{port}", TIDEGATE_KEY, log)
     svc.wait_ready("/readyz", 60)
+    return svc
+
+
+def start_observers(workdir: Path, scrape_url: str, cores: str | None) -> Service:
+    """bench/observers.py: an OTLP/HTTP receiver (its URL is the Service's) scraping `scrape_url` every second."""
+    port = free_port()
+    cmd = [*pin(cores), PY, str(BENCH / "observers.py"), "--port", str(port), "--scrape", scrape_url]
+    proc, log = _spawn(f"observers-{port}", cmd, workdir.resolve(), clean_env())
+    svc = Service("observers", proc, f"http://127.0.0.1:{port}", "", log)
+    svc.wait_ready("/stats", 30)
     return svc
 
 

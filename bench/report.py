@@ -9,7 +9,6 @@ from typing import Any
 import orjson
 from scenarios import Row
 
-MAIN_COLUMNS = ("direct", "relay", "tidegate", "litellm")
 README_START = "<!-- bench:latest:start -->"
 README_END = "<!-- bench:latest:end -->"
 
@@ -46,23 +45,55 @@ def _metric(row: Row) -> str:
     return f"{row.metric} ({row.unit})" if row.unit and row.unit != "×" else row.metric
 
 
+def floor_ratio(row: Row, who: str = "tidegate", base: str = "relay") -> str:
+    a, b = row.values.get(who), row.values.get(base)
+    if a is None or not b or row.compare == "none":
+        return ""
+    return f"×{a / b:.2f}"
+
+
 def main_table(rows: list[Row]) -> str:
-    out = [
-        "| scenario | variant | metric | direct | plain relay | tidegate | LiteLLM | relay vs direct "
-        "| tidegate vs direct | LiteLLM vs direct | LiteLLM / tidegate | tidegate budget | status |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|",
-    ]
+    """direct, the plain relay (the floor), tidegate (and LiteLLM when it ran); tidegate − direct for
+    latencies, tidegate ÷ relay for everything the relay measured."""
+    litellm = any(r.values.get("litellm") is not None for r in rows)
+    head = "| scenario | variant | metric | direct | plain relay | tidegate |" + (" LiteLLM |" if litellm else "")
+    head += " tidegate − direct | tidegate ÷ relay |" + (" LiteLLM ÷ tidegate |" if litellm else "")
+    cols = 5 + (2 if litellm else 0)
+    out = [head + " budget | status |", "|---|---|---|" + "---:|" * cols + "---|---|"]
     for r in rows:
-        lt = ""
-        if r.compare != "none" and r.values.get("litellm") and r.values.get("tidegate"):
-            lt = f"×{r.values['litellm'] / r.values['tidegate']:.1f}"  # type: ignore[operator]
         note = f" ({r.note})" if r.note else ""
-        out.append(
-            f"| {r.scenario} | {r.variant} | {_metric(r)}{note} | {fmt(r.values.get('direct'))} "
-            f"| {fmt(r.values.get('relay'))} | {fmt(r.values.get('tidegate'))} | {fmt(r.values.get('litellm'))} "
-            f"| {versus(r, 'relay')} | {versus(r, 'tidegate')} | {versus(r, 'litellm')} | {lt} | {r.budget} "
-            f"| {status(r)} |"
-        )
+        cells = [r.scenario, r.variant, _metric(r) + note]
+        cells += [fmt(r.values.get(k)) for k in ("direct", "relay", "tidegate", *(["litellm"] if litellm else []))]
+        cells += [versus(r, "tidegate") if r.compare == "diff" else "", floor_ratio(r)]
+        if litellm:
+            cells.append(floor_ratio(r, "litellm", "tidegate"))
+        cells += [r.budget, status(r)]
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def bare_of(name: str, names: list[str]) -> str:
+    """`deployed-redis` is read against `bare-redis`, `deployed-sqlite` against `tidegate` (bare, SQLite)."""
+    store = name.removeprefix("deployed-")
+    bare = "tidegate" if store == "sqlite" else f"bare-{store}"
+    return bare if bare in names else ""
+
+
+def floor_table(rows: list[Row], base: str = "relay") -> str:
+    """Every column's value with its ratio to the relay; each `deployed-<store>` column also ÷ the bare
+    config on the same store."""
+    names = list(dict.fromkeys(k for r in rows for k in r.values))
+    against_bare = [n for n in names if n.startswith("deployed-") and bare_of(n, names)]
+    head = "| scenario | variant | metric | " + " | ".join(names)
+    head += "".join(f" | {n} ÷ {bare_of(n, names)}" for n in against_bare) + " | budget | status |"
+    out = [head, "|---|---|---|" + "---:|" * (len(names) + len(against_bare)) + "---|---|"]
+    for r in rows:
+        cells = [r.scenario, r.variant, _metric(r)]
+        for n in names:
+            ratio = floor_ratio(r, n, base) if n != base else ""
+            cells.append(fmt(r.values.get(n)) + (f" ({ratio})" if ratio else ""))
+        cells += [floor_ratio(r, n, bare_of(n, names)) for n in against_bare]
+        out.append("| " + " | ".join([*cells, r.budget, status(r)]) + " |")
     return "\n".join(out)
 
 
@@ -112,25 +143,24 @@ def markdown(meta: dict[str, Any], main_rows: list[Row], extra_rows: list[Row], 
         main_table(main_rows),
     ]
     for name in dict.fromkeys(r.scenario for r in extra_rows):
-        lines += ["", pair_table([r for r in extra_rows if r.scenario == name])]
+        table = floor_table if name in ("deployed", "rss") else pair_table
+        lines += ["", table([r for r in extra_rows if r.scenario == name])]
     if notes:
         lines += ["", "Notes:", ""] + [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"
 
 
 def ratios_text(rows: list[Row]) -> str:
+    """One line per figure: every gateway's ratio to the plain relay of the same run (and tidegate's
+    added latency over direct), with the budget's status."""
     out = []
     for r in rows:
-        parts = []
-        for who in ("relay", "tidegate", "litellm"):
-            s = versus(r, who)
-            if s:
-                parts.append(f"{who} {s}")
-        if r.compare == "ratio" and r.values.get("litellm") and r.values.get("tidegate"):
-            parts.append(f"LiteLLM/tidegate ×{r.values['litellm'] / r.values['tidegate']:.1f}")  # type: ignore[operator]
-        if parts:
+        parts = [f"{who} {floor_ratio(r, who)}" for who in r.values if who != "relay" and floor_ratio(r, who)]
+        if r.compare == "diff" and versus(r, "tidegate"):
+            parts.append(f"tidegate − direct {versus(r, 'tidegate')}")
+        if parts or r.budget:
             st = f"  [{status(r)}]" if r.budget else ""
-            out.append(f"{r.scenario:10s} {r.variant:45s} {r.metric:40s} " + ", ".join(parts) + st)
+            out.append(f"{r.scenario:10s} {r.variant[:50]:50s} {r.metric[:34]:34s} " + ", ".join(parts) + st)
     return "\n".join(out)
 
 

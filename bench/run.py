@@ -24,6 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import deployed as dp
 import gateways as gw
 import orjson
 import pyspy
@@ -31,9 +32,14 @@ import report
 import scenarios as sc
 from procstat import core_shares, core_ticks
 
-ALL = ("capacity", "ttft", "gaps", "cost", "pace", "throughput", "complete", "store", "scale")
-MAIN = ("capacity", "ttft", "gaps", "cost", "pace", "throughput", "complete")
-KEEPALIVE_S = 0.75
+# every scenario, in the order a run takes them; DEFAULT is `make bench` (issue 52's budgets)
+ALL = (
+    "capacity", "ttft", "burst", "gaps", "throughput", "newstreams", "cost", "pace", "complete",
+    "deployed", "store", "scale", "rss",
+)  # fmt: skip
+DEFAULT = ("capacity", "ttft", "burst", "gaps", "throughput", "newstreams", "deployed", "rss")
+MAIN = ("capacity", "ttft", "burst", "gaps", "throughput", "newstreams", "cost", "pace", "complete")
+KEEPALIVE_S = 0.75  # the capacity scenario's: every silent second of its 1-chunk-a-second streams has one
 SHAPES = ["bench-1x0", "bench-1x20", "bench-20x0", "bench-50x20", "bench-64x20", "bench-2000x1", "bench-2000x0"]
 
 
@@ -129,14 +135,16 @@ def contended(shares: dict[str, dict[str, float]]) -> bool:
     return any(c["busy"] >= 0.2 or c["steal"] >= 0.05 for c in shares.values())
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="scaled-down smoke run (< 2 minutes)")
-    ap.add_argument("--scenarios", default=",".join(ALL), help=f"comma list of {','.join(ALL)}")
+    ap.add_argument("--quick", action="store_true", help="scaled-down smoke run (a few minutes)")
+    ap.add_argument(
+        "--scenarios", default=",".join(DEFAULT), help=f"comma list of {','.join(ALL)} (default: {','.join(DEFAULT)})"
+    )
     ap.add_argument(
         "--targets",
-        default="direct,relay,tidegate,litellm",
-        help="comma list of direct,relay,tidegate,litellm (relay: the issue's plain ASGI relay, bench/plain_relay.py)",
+        default="direct,relay,tidegate",
+        help="comma list of direct,relay,tidegate,litellm (relay: the plain ASGI relay, bench/plain_relay.py)",
     )
     ap.add_argument("--rounds", type=int, default=0, help="interleaved rounds (default 3, --quick 1)")
     ap.add_argument("--workers", type=int, default=1, help="worker processes for tidegate and LiteLLM")
@@ -145,147 +153,200 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-readme", action="store_true", help="do not refresh bench/README.md")
     ap.add_argument("--results", default=str(gw.BENCH / "results"))
     args = ap.parse_args(argv)
-    chosen = [s.strip() for s in args.scenarios.split(",") if s.strip()]
-    unknown = set(chosen) - set(ALL)
+    args.chosen = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    unknown = set(args.chosen) - set(ALL)
     if unknown:
         ap.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
-    wanted = [t.strip() for t in args.targets.split(",") if t.strip()]
-    rounds = args.rounds or (1 if args.quick else 3)
-    cpus = os.cpu_count() or 1
-    pin_ok = not args.no_pin and cpus >= 2
-    gw_cores, load_cores = ("0", "1") if pin_ok else (None, None)
-    raise_nofile()
+    args.wanted = [t.strip() for t in args.targets.split(",") if t.strip()]
+    args.rounds = args.rounds or (1 if args.quick else 3)
+    return args
 
+
+class Bench:
+    """One run: the processes it started (stopped at the end, newest first) and what it measured."""
+
+    def __init__(self, args: argparse.Namespace, workdir: Path) -> None:
+        self.args = args
+        self.workdir = workdir
+        pin_ok = not args.no_pin and (os.cpu_count() or 1) >= 2
+        self.gw_cores, self.load_cores = ("0", "1") if pin_ok else (None, None)
+        self.notes: list[str] = []
+        self.services: list[gw.Service] = []
+        self.main_rows: list[sc.Row] = []
+        self.extra_rows: list[sc.Row] = []
+        self.runs: list[dict[str, Any]] = []
+        self.availability: dict[str, str] = {}
+        self.profiles: list[str] = []
+        self.t_begin = time.monotonic()
+
+    def say(self, what: str) -> None:
+        print(f"[{time.monotonic() - self.t_begin:6.1f} s] {what} ...", flush=True)
+
+    def started(self, svc: gw.Service) -> gw.Service:
+        self.services.append(svc)
+        return svc
+
+    def ctx(self, targets: list[sc.Target], load_cores: str | None = "pinned") -> sc.Ctx:
+        cores = self.load_cores if load_cores == "pinned" else load_cores
+        gw_cores = self.gw_cores if load_cores == "pinned" else None
+        return sc.Ctx(
+            self.emu, targets, self.args.quick, self.args.rounds, cores, self.runs, self.notes, gateway_cores=gw_cores
+        )
+
+    def tidegate(self, name: str, label: str = "", **options: Any) -> sc.Target:
+        """A tidegate started with `options` (gateways.start_tidegate's), its files named `name`, its
+        column `label` (default: `name`)."""
+        shapes = options.pop("shapes", SHAPES)
+        svc = gw.start_tidegate(
+            self.workdir, name, self.emu.url, shapes, self.gw_cores, workers=self.args.workers, **options
+        )
+        self.started(svc)
+        target = sc.Target(label or name, svc, True)
+        probe(svc, target, self.notes)
+        return target
+
+    def start_targets(self) -> list[sc.Target]:
+        self.emu = self.started(gw.start_emulator(self.workdir, self.load_cores))
+        targets: list[sc.Target] = []
+        if "direct" in self.args.wanted:
+            targets.append(sc.Target("direct", self.emu, gateway=False))
+            self.availability["direct"] = "emulator"
+        if "relay" in self.args.wanted:
+            rl = self.started(gw.start_plain_relay(self.workdir, self.emu.url, self.gw_cores))
+            t = sc.Target("relay", rl, gateway=True)
+            probe(rl, t, self.notes)
+            t.routes &= {"openai"}  # it copies bytes: an Anthropic stream would not be translated
+            self.availability["relay"] = "openai passthrough only (bench/plain_relay.py)"
+            targets.append(t)
+        if "tidegate" in self.args.wanted:
+            t = self.tidegate("tidegate")
+            self.availability["tidegate"] = "+".join(sorted(t.routes)) + ", the default limits and keep-alive"
+            targets.append(t)
+        if "litellm" in self.args.wanted:
+            shapes = SHAPES + capacity_shapes(self.args.quick)
+            ll = self.started(gw.start_litellm(self.workdir, self.emu.url, shapes, self.gw_cores, self.args.workers))
+            t = sc.Target("litellm", ll, gateway=True)
+            self.availability["litellm"] = probe(ll, t, self.notes)
+            targets.append(t)
+        return targets
+
+    def capacity(self, targets: list[sc.Target]) -> list[sc.Row]:
+        """5,000 open streams need more than the default connection limits (an operator's setting), and
+        a short keep-alive interval so that every silent second carries one: a tidegate of its own."""
+        chosen = [t for t in targets if t.name != "tidegate"]
+        own = None
+        if len(chosen) < len(targets):
+            shapes = SHAPES + capacity_shapes(self.args.quick)
+            own = self.tidegate("tidegate-5k", "tidegate", shapes=shapes, raise_limits=True, keepalive_s=KEEPALIVE_S)
+            chosen.append(own)
+        try:
+            return sc.capacity(self.ctx(chosen), KEEPALIVE_S)
+        finally:
+            if own is not None:
+                own.service.stop()
+
+    def deployed(self, targets: list[sc.Target]) -> list[sc.Row]:
+        floor = [t for t in targets if t.name in ("relay", "tidegate")]
+        runs: list[dp.Deployed] = []
+        try:
+            for store in dp.STORES[1:]:
+                runs.append(dp.start_bare(self.workdir, store, self.emu.url, SHAPES, self.gw_cores))
+            for store in dp.STORES:
+                runs.append(
+                    dp.start_deployed(self.workdir, store, self.emu.url, SHAPES, self.gw_cores, self.load_cores)
+                )
+            extra = [sc.Target(d.name, d.service, True, routes={"openai"}) for d in runs]
+            return dp.deployed(self.ctx(floor + extra), runs)
+        finally:
+            for d in runs:
+                d.stop()
+
+    def scenario(self, name: str, targets: list[sc.Target]) -> None:
+        self.say(f"scenario {name}")
+        if name in MAIN:
+            if name == "capacity":
+                self.main_rows += self.capacity(targets)
+            else:
+                module = dp if name in ("burst", "newstreams") else sc
+                self.main_rows += getattr(module, name)(self.ctx(targets))
+        elif name == "deployed":
+            self.extra_rows += self.deployed(targets)
+        elif name == "rss":
+            rss_ctx = self.ctx([t for t in targets if t.name == "direct"])
+            self.extra_rows += dp.rss(rss_ctx, self.workdir, self.emu.url, SHAPES, self.gw_cores)
+        elif name == "store":
+            a = self.tidegate("store-file")
+            b = self.tidegate("store-memory", memory_store=True)
+            self.extra_rows += sc.store(self.ctx([a, b]))
+            a.service.stop()
+            b.service.stop()
+        elif name == "scale":
+            w1 = self.started(gw.start_tidegate(self.workdir, "workers-1", self.emu.url, SHAPES, None, workers=1))
+            w2 = self.started(gw.start_tidegate(self.workdir, "workers-2", self.emu.url, SHAPES, None, workers=2))
+            t1, t2 = sc.Target("workers-1", w1, True), sc.Target("workers-2", w2, True)
+            probe(w1, t1, self.notes)
+            probe(w2, t2, self.notes)
+            # emulator + load are pinned to CPU 1 in the other scenarios; here nothing is pinned
+            self.extra_rows += sc.scale(self.ctx([t1, t2], load_cores=None))
+
+    def run(self, stamp: str, results: Path) -> None:
+        try:
+            targets = self.start_targets()
+            for name in [n for n in ALL if n in self.args.chosen]:
+                if name in ("store", "scale", "deployed") and "tidegate" not in self.args.wanted:
+                    continue
+                self.scenario(name, targets)
+            tg_target = next((t for t in targets if t.name == "tidegate"), None)
+            if self.args.profile and tg_target is not None and tg_target.routes:
+                self.say("profiling tidegate with py-spy")
+                ctx = self.ctx(targets)
+                self.profiles = profile_tidegate(ctx, tg_target, stamp, self.workdir, results)
+        finally:
+            for svc in reversed(self.services):
+                svc.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    raise_nofile()
     stamp = time.strftime("%Y-%m-%d_%H%M%S") + ("-quick" if args.quick else "")
     results = Path(args.results)
     workdir = results / "work" / stamp
     workdir.mkdir(parents=True, exist_ok=True)
     la_start = os.getloadavg()
     before_run = cores_before_run()
-    notes: list[str] = []
-    services: list[gw.Service] = []
-    main_rows: list[sc.Row] = []
-    extra_rows: list[sc.Row] = []
-    runs: list[dict[str, Any]] = []
-    availability: dict[str, str] = {}
-    profiles: list[str] = []
-    t_begin = time.monotonic()
-    try:
-        emu = gw.start_emulator(workdir, load_cores)
-        services.append(emu)
-        targets: list[sc.Target] = []
-        if "direct" in wanted:
-            targets.append(sc.Target("direct", emu, gateway=False))
-            availability["direct"] = "emulator"
-        if "relay" in wanted:
-            rl = gw.start_plain_relay(workdir, emu.url, gw_cores)
-            services.append(rl)
-            t = sc.Target("relay", rl, gateway=True)
-            probe(rl, t, notes)
-            t.routes &= {"openai"}  # it copies bytes: an Anthropic stream would not be translated
-            availability["relay"] = "openai passthrough only (bench/plain_relay.py)"
-            targets.append(t)
-        if "tidegate" in wanted:
-            tg = gw.start_tidegate(
-                workdir,
-                "tidegate",
-                emu.url,
-                SHAPES + capacity_shapes(args.quick),
-                gw_cores,
-                workers=args.workers,
-                keepalive_s=KEEPALIVE_S,
-            )
-            services.append(tg)
-            t = sc.Target("tidegate", tg, gateway=True)
-            availability["tidegate"] = probe(tg, t, notes)
-            targets.append(t)
-        if "litellm" in wanted:
-            ll = gw.start_litellm(workdir, emu.url, SHAPES + capacity_shapes(args.quick), gw_cores, args.workers)
-            services.append(ll)
-            t = sc.Target("litellm", ll, gateway=True)
-            availability["litellm"] = probe(ll, t, notes)
-            targets.append(t)
-        ctx = sc.Ctx(emu, targets, args.quick, rounds, load_cores, notes=notes, gateway_cores=gw_cores)
-        for name in chosen:
-            if name not in MAIN:
-                continue
-            print(f"[{time.monotonic() - t_begin:6.1f} s] scenario {name} ...", flush=True)
-            if name == "capacity":
-                main_rows += sc.capacity(ctx, KEEPALIVE_S)
-            else:
-                main_rows += getattr(sc, name)(ctx)
-        runs += ctx.runs
-        tg_target = next((t for t in targets if t.name == "tidegate"), None)
-        if args.profile and tg_target is not None and tg_target.routes:
-            print(f"[{time.monotonic() - t_begin:6.1f} s] profiling tidegate with py-spy ...", flush=True)
-            profiles = profile_tidegate(ctx, tg_target, stamp, workdir, results)
-        if "store" in chosen and "tidegate" in wanted:
-            print(f"[{time.monotonic() - t_begin:6.1f} s] scenario store ...", flush=True)
-            a = gw.start_tidegate(workdir, "store-file", emu.url, SHAPES, gw_cores, workers=args.workers)
-            services.append(a)
-            b = gw.start_tidegate(
-                workdir, "store-memory", emu.url, SHAPES, gw_cores, workers=args.workers, memory_store=True
-            )
-            services.append(b)
-            ta, tb = sc.Target("store-file", a, True), sc.Target("store-memory", b, True)
-            probe(a, ta, notes)
-            probe(b, tb, notes)
-            sctx = sc.Ctx(emu, [ta, tb], args.quick, rounds, load_cores, notes=notes, gateway_cores=gw_cores)
-            extra_rows += sc.store(sctx)
-            runs += sctx.runs
-            a.stop()
-            b.stop()
-        if "scale" in chosen and "tidegate" in wanted:
-            print(f"[{time.monotonic() - t_begin:6.1f} s] scenario scale ...", flush=True)
-            w1 = gw.start_tidegate(workdir, "workers-1", emu.url, SHAPES, None, workers=1)
-            services.append(w1)
-            w2 = gw.start_tidegate(workdir, "workers-2", emu.url, SHAPES, None, workers=2)
-            services.append(w2)
-            t1, t2 = sc.Target("workers-1", w1, True), sc.Target("workers-2", w2, True)
-            probe(w1, t1, notes)
-            probe(w2, t2, notes)
-            # emulator + load are pinned to CPU 1 in the other scenarios; here nothing is pinned
-            sctx = sc.Ctx(emu, [t1, t2], args.quick, rounds, None, notes=notes)
-            extra_rows += sc.scale(sctx)
-            runs += sctx.runs
-    finally:
-        for svc in reversed(services):
-            svc.stop()
-    la_end = os.getloadavg()
+    bench = Bench(args, workdir)
+    bench.run(stamp, results)
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         "quick": args.quick,
-        "cpus": cpus,
+        "cpus": os.cpu_count() or 1,
         "loadavg_start": [round(x, 2) for x in la_start],
-        "loadavg_end": [round(x, 2) for x in la_end],
+        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
         # what used the cores in the seconds before the run (the 1-minute load average at its start
         # also counts work that has just ended; at its end, the benchmark's own processes)
         "cores_before_run": before_run,
         "cores_before_run_s": QUIET_CHECK_S,
         "contended": contended(before_run),
-        "gateway_cores": gw_cores,
-        "load_cores": load_cores,
-        "rounds": rounds,
+        "gateway_cores": bench.gw_cores,
+        "load_cores": bench.load_cores,
+        "rounds": args.rounds,
         "workers": args.workers,
         "tidegate_rev": git_rev(),
-        "litellm_version": litellm_version() if "litellm" in wanted else "not run",
-        "availability": availability,
+        "litellm_version": litellm_version() if "litellm" in args.wanted else "not run",
+        "availability": bench.availability,
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "elapsed_s": round(time.monotonic() - t_begin, 1),
-        "scenarios": chosen,
-        "profiles": profiles,
+        "elapsed_s": round(time.monotonic() - bench.t_begin, 1),
+        "scenarios": args.chosen,
+        "profiles": bench.profiles,
     }
-    md = report.markdown(meta, main_rows, extra_rows, notes)
-    data = {
-        "meta": meta,
-        "rows": [report.row_dict(r) for r in main_rows + extra_rows],
-        "notes": notes,
-        "runs": runs,
-    }
+    rows = bench.main_rows + bench.extra_rows
+    md = report.markdown(meta, bench.main_rows, bench.extra_rows, bench.notes)
+    data = {"meta": meta, "rows": [report.row_dict(r) for r in rows], "notes": bench.notes, "runs": bench.runs}
     jpath, mpath = report.write_results(results / stamp, data, md)
     print()
-    print(report.ratios_text(main_rows + extra_rows))
+    print(report.ratios_text(rows))
     print()
     print(md)
     print(f"wrote {jpath} and {mpath} in {meta['elapsed_s']} s")
