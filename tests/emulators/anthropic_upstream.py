@@ -17,7 +17,8 @@ maxtokens, 401/429/500/529/google429 (HTTP errors before the body), badjson (Ant
 the client goes away; `Recorded.closed_at` is when the emulator saw the connection close), slowthink
 (thinking then text, each delta SLOW_PAUSE_S apart, ending normally: for progressive rendering),
 calltools and shell (a model that calls the tools it is given, then answers with their result:
-`agent_events`).
+`agent_events`), readfile (calls Claude Code's `Read` on the `.txt` path the prompt names, then
+answers `Tool said: <the file's line with READ_MARKER>`).
 """
 
 from __future__ import annotations
@@ -436,12 +437,62 @@ def agent_events(scenario: str, body: dict[str, Any], model: str) -> Events | No
     return _call_events(model, calls)
 
 
+READ_MARKER = "tidegate-read-42"  # `readfile`: the line of the file the agent is asked to read
+_PATH_RE = re.compile(r"(/[^\s'\"`]+\.txt)")
+
+
+def read_path(texts: list[str]) -> str:
+    """`readfile`: the absolute path of a `.txt` file the prompt names."""
+    for text in texts:
+        match = _PATH_RE.search(text)
+        if match:
+            return match.group(1)
+    return "/nonexistent.txt"
+
+
+def read_answer(result: str) -> str:
+    """`readfile`'s answer once the agent sent the file back: its line with the marker, as read."""
+    line = next((x for x in result.splitlines() if READ_MARKER in x), result.strip()[:80])
+    return line.strip()
+
+
+def _results_after_last_call(messages: list[dict[str, Any]]) -> str | None:
+    """The tool_result text of the user turn after the last assistant turn (Claude Code may put a
+    `system` message after it), or None when the last assistant turn is not answered yet."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    if last < 0:
+        return None
+    texts = []
+    for m in messages[last + 1 :]:
+        content = m.get("content")
+        for block in content if isinstance(content, list) else []:
+            if block.get("type") == "tool_result":
+                inner = block.get("content")
+                texts.append("".join(str(b.get("text", "")) for b in inner) if isinstance(inner, list) else str(inner))
+    return "\n".join(texts) if texts else None
+
+
+def _readfile_events(body: dict[str, Any], model: str) -> Events:
+    messages = body.get("messages") or []
+    result = _results_after_last_call(messages)
+    if result is not None:
+        return _answer_after_tools(model, read_answer(result))
+    texts = []
+    for m in messages:
+        content = m.get("content")
+        if m.get("role") == "user":
+            texts += [content] if isinstance(content, str) else [str(b.get("text", "")) for b in content or []]
+    return _call_events(model, [("Read", {"file_path": read_path(texts)})])
+
+
 def answer_events(scenario: str, body: dict[str, Any], model: str) -> Events:
     """The stream for a request: a forced tool is called whatever the text asks (as the API does),
     unless a scenario was named; else the scenario's script."""
     choice = body.get("tool_choice")
     if scenario == "text" and isinstance(choice, dict) and choice.get("type") == "tool":
         return forced_tool_events(str(choice.get("name")), model)
+    if scenario == "readfile":
+        return _readfile_events(body, model)
     return agent_events(scenario, body, model) or scenario_events(scenario, model)
 
 

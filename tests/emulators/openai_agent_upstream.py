@@ -4,8 +4,9 @@ same Chat Completions wire format (its chunk, usage and `[DONE]` writers).
 Scenario `shell`: when the last message is not a tool result, one call of `exec_command` (Codex
 CLI's shell tool) with `{"cmd": SHELL_COMMAND}`, its arguments in two pieces; after a tool result,
 the text `Tool said: <the result's last line>` (Codex puts the command's output last). Scenario
-`calltools`: the same, calling every tool of the request once with `{}`. Any other scenario is the
-base emulator's.
+`calltools`: the same, calling every tool of the request once with `{}`. Scenario `readfile`: Claude
+Code's `Read` on the `.txt` path the prompt names, then `Tool said: <the file's line with
+READ_MARKER>`. Any other scenario is the base emulator's.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from emulators.anthropic_upstream import SHELL_COMMAND
+from emulators.anthropic_upstream import SHELL_COMMAND, read_answer, read_path
 from emulators.openai_upstream import OpenAIUpstream, Recorded
 
 
@@ -30,7 +31,38 @@ def _tool_result(body: dict[str, Any]) -> str | None:
     return str(content)
 
 
+def _read_result(body: dict[str, Any]) -> str | None:
+    """The tool messages after the last assistant message (Claude Code may add user and system
+    messages after them), or None when the last call is not answered yet."""
+    messages = body.get("messages") or []
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+    results = [str(m.get("content")) for m in messages[last + 1 :] if last >= 0 and m.get("role") == "tool"]
+    return "\n".join(results) if results else None
+
+
 class AgentOpenAIUpstream(OpenAIUpstream):
+    def _readfile_chunks(self, rec: Recorded, model: str) -> list[bytes]:
+        result = _read_result(rec.body)
+        if result is not None:
+            return [
+                self._chunk(rec, model, {"role": "assistant", "content": "Tool said: "}),
+                self._chunk(rec, model, {"content": read_answer(result)}),
+                self._chunk(rec, model, {}, "stop"),
+            ]
+        texts = []
+        for m in rec.body.get("messages") or []:
+            content = m.get("content")
+            if m.get("role") == "user":
+                texts += [content] if isinstance(content, str) else [str(p.get("text", "")) for p in content or []]
+        args = json.dumps({"file_path": read_path(texts)})
+        call = {"index": 0, "id": "call_emu_read", "type": "function", "function": {"name": "Read", "arguments": ""}}
+        return [
+            self._chunk(rec, model, {"role": "assistant", "content": None, "tool_calls": [call]}),
+            self._chunk(rec, model, {"tool_calls": [{"index": 0, "function": {"arguments": args[:9]}}]}),
+            self._chunk(rec, model, {"tool_calls": [{"index": 0, "function": {"arguments": args[9:]}}]}),
+            self._chunk(rec, model, {}, "tool_calls"),
+        ]
+
     def _shell_chunks(self, rec: Recorded, model: str) -> list[bytes]:
         result = _tool_result(rec.body)
         if result is not None:
@@ -66,10 +98,11 @@ class AgentOpenAIUpstream(OpenAIUpstream):
         arg: float | None,
         model: str,
     ) -> None:
-        if scenario not in ("shell", "calltools"):
+        if scenario not in ("shell", "calltools", "readfile"):
             await super()._play(request, response, rec, scenario, arg, model)
             return
-        for payload in self._shell_chunks(rec, model):
+        chunks = self._readfile_chunks(rec, model) if scenario == "readfile" else self._shell_chunks(rec, model)
+        for payload in chunks:
             await self._send(request, response, rec, payload)
         if self._include_usage(rec):
             await self._send(request, response, rec, self._usage_chunk(rec, model))

@@ -1,0 +1,167 @@
+"""The real Claude Code (`@anthropic-ai/claude-code`, pinned in tests/coding_agents/package.json) against a
+real tidegate through `/v1/messages` (docs/agents.md): `claude -p` headless, its home in a temporary
+directory, telemetry and non-essential traffic off, nothing reached but loopback. The upstreams are the
+emulators: an Anthropic route (passthrough) and an OpenAI-compatible chat route (translated), whose
+model (scenario `readfile`) calls Claude Code's `Read` tool on the file the prompt names and then
+answers with the line Claude Code read for it.
+
+The package is installed by `make install` (`npm ci` in tests/coding_agents); when it is missing the
+tests install it the same way. Without node and npm they skip, saying so.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from emulators.anthropic_upstream import READ_MARKER, AnthropicFamilyEmulator
+from emulators.openai_agent_upstream import AgentOpenAIUpstream
+from helpers import ServerProcess, sqlite_url, start_server
+
+AGENTS = Path(__file__).resolve().parents[1] / "coding_agents"
+CLAUDE = AGENTS / "node_modules" / ".bin" / "claude"
+
+
+def claude_binary() -> Path:
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("node and npm are not installed: Claude Code (an npm package) cannot run")
+    with open(AGENTS / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent runs share one node_modules
+        if not CLAUDE.exists():
+            done = subprocess.run(
+                ["npm", "ci", "--no-audit", "--no-fund"], cwd=AGENTS, capture_output=True, text=True, timeout=600
+            )
+            assert done.returncode == 0, f"npm ci in tests/coding_agents failed:\n{done.stdout}\n{done.stderr}"
+    return CLAUDE
+
+
+def gateway_config(workdir: Path, chat: AgentOpenAIUpstream, claude: AnthropicFamilyEmulator) -> str:
+    return f"""
+[server]
+host = "127.0.0.1"
+[store]
+url = "{sqlite_url(workdir)}"
+[providers.chat]
+kind = "openai"
+base_url = "{chat.base_url}"
+[providers.claude]
+kind = "anthropic"
+base_url = "{claude.base_url}"
+api_key_env = "EMU_ANTHROPIC_KEY"
+[models."cc-claude"]
+routes = [{{ provider = "claude", model = "claude-emu--readfile" }}]
+[models."cc-chat"]
+routes = [{{ provider = "chat", model = "readfile" }}]
+[models."cc-hello"]
+routes = [{{ provider = "claude", model = "claude-emu" }}]
+[models."cc-breaks"]
+routes = [{{ provider = "claude", model = "claude-emu--error" }}]
+[models."cc-fallback"]
+routes = [{{ provider = "claude", model = "claude-emu--500" }}, {{ provider = "chat", model = "readfile" }}]
+"""
+
+
+@dataclass
+class Stack:
+    server: ServerProcess
+    chat: AgentOpenAIUpstream
+    claude: AnthropicFamilyEmulator
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    claude_binary()
+    chat, claude = AgentOpenAIUpstream().start(), AnthropicFamilyEmulator().start()
+    workdir = tmp_path_factory.mktemp("claude-code")
+    server = start_server(
+        workdir, gateway_config(workdir, chat, claude), extra_env={"EMU_ANTHROPIC_KEY": claude.api_key}
+    )
+    yield Stack(server, chat, claude)
+    server.stop()
+    chat.stop()
+    claude.stop()
+
+
+def run_claude(
+    stack: Stack, model: str, prompt: str, tmp_path: Path, key_var: str = "ANTHROPIC_AUTH_TOKEN"
+) -> subprocess.CompletedProcess[str]:
+    """`claude -p` as docs/agents.md shows it: the base URL and a tidegate key, nothing else."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir(exist_ok=True)
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": stack.server.base_url,
+        key_var: stack.server.key,
+        "DISABLE_TELEMETRY": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "LANG": "C.UTF-8",
+    }
+    return subprocess.run(
+        [str(CLAUDE), "-p", prompt, "--model", model, "--allowedTools", "Read"],
+        cwd=work,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def generations(stack: Stack, model: str) -> list[dict[str, Any]]:
+    listed = httpx.get(f"{stack.server.base_url}/api/v1/generations", headers=stack.server.headers).json()
+    return [g for g in listed["data"] if g["model"] == model]
+
+
+@pytest.mark.parametrize("key_var", ["ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_API_KEY"])
+def test_claude_code_answers_a_prompt(stack: Stack, key_var: str, tmp_path: Path) -> None:
+    done = run_claude(stack, "cc-hello", "Say hello", tmp_path, key_var)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Hello from the emulator." in done.stdout
+    sent = stack.claude.last("anthropic")
+    assert sent.headers["anthropic-beta"].startswith("claude-code-")  # as Claude Code sent it
+    assert sent.body["model"] == "claude-emu" and sent.path == "/v1/messages"
+
+
+@pytest.mark.parametrize("model", ["cc-claude", "cc-chat"])
+def test_claude_code_reads_a_file_and_answers(stack: Stack, model: str, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    notes = work / "notes.txt"
+    notes.write_text(f"first line\n{READ_MARKER}\nlast line\n")
+    done = run_claude(stack, model, f"Read the file {notes} and tell me its secret line.", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Tool said: " in done.stdout and READ_MARKER in done.stdout, done.stdout + done.stderr
+    records = generations(stack, model)
+    assert len(records) == 2 and all(r["status"] == "completed" for r in records), records
+    assert all(r["usage"]["prompt_tokens"] > 0 and r["usage"]["completion_tokens"] > 0 for r in records)
+
+
+def test_claude_code_sees_a_mid_stream_failure(stack: Stack, tmp_path: Path) -> None:
+    done = run_claude(stack, "cc-breaks", "Say hello", tmp_path)
+    assert done.returncode != 0, done.stdout + done.stderr
+    records = generations(stack, "cc-breaks")
+    assert records and all(r["status"] == "failed" for r in records), records
+
+
+def test_claude_code_is_served_by_the_fallback_route(stack: Stack, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    notes = work / "notes.txt"
+    notes.write_text(f"{READ_MARKER}\n")
+    done = run_claude(stack, "cc-fallback", f"Read the file {notes} and tell me its secret line.", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert READ_MARKER in done.stdout
+    records = generations(stack, "cc-fallback")
+    assert len(records) == 2 and all(r["provider"] == "chat" and r["attempts"] == 2 for r in records), records
