@@ -172,6 +172,12 @@ def test_codex_runs_a_shell_command_and_answers(stack: Stack, model: str, tmp_pa
     assert len(records) == 2 and all(r["status"] == "completed" for r in records), records
     assert all(r["usage"]["prompt_tokens"] > 0 and r["usage"]["completion_tokens"] > 0 for r in records)
     assert {r["output_text"] for r in records} == {"", ANSWER}  # the call's turn, then the answer's
+    if model == "agent-chat":  # what Codex sent that a chat upstream takes, and what it cannot run
+        sent = stack.chat.last("shell").body
+        assert sent["prompt_cache_key"] and sent["parallel_tool_calls"] is True
+        names = [t["function"]["name"] for t in sent["tools"]]
+        assert "exec_command" in names and "web_search" not in names  # dropped: drop_hosted_tools
+        assert any(n.startswith("multi_agent_v1__") for n in names)  # a namespace's tools, flattened
 
 
 def test_codex_sees_a_mid_stream_failure(stack: Stack, tmp_path: Path) -> None:
