@@ -160,22 +160,33 @@ def config_schema() -> None:
 
 @main.command("check-config")
 @click.option("--config", "config_path", type=click.Path(), default=None)
-@click.option("--no-probe", is_flag=True, help="only validate; do not try to reach the providers")
+@click.option("--no-probe", is_flag=True, help="only validate; do not try to reach the store or the providers")
 def check_config(config_path: str | None, no_probe: bool) -> None:
-    """Validate the config, then report each provider's reachability (no generation is sent)."""
-    from .probe import probe
+    """Validate the config, then report whether the store and each provider can be reached (no
+    generation is sent). Exits 1 when it reports a problem."""
+    from .probe import probe, probe_store
 
     config = _load(config_path)
     click.echo(f"config OK: {config.source}")
     click.echo(f"  models: {', '.join(config.models) or '-'}")
-    click.echo(f"  store: {config.store.url.split('://')[0]}")
+    problems = 0
+    if no_probe:
+        click.echo(f"  store: {config.store.url.split('://')[0]}")
+    else:
+        store = probe_store(config.store.url)
+        problems += not store.ok
+        click.echo(f"  store: {store.provider}: {'ok' if store.ok else 'PROBLEM'}: {store.detail}")
     click.echo("  providers:")
     for name, p in config.providers.items():
         if no_probe:
             click.echo(f"    {name} ({p.kind})")
             continue
         result = probe(p)
+        problems += not result.ok
         click.echo(f"    {name} ({p.kind}): {'ok' if result.ok else 'PROBLEM'}: {result.detail}")
+    if problems:
+        click.echo(f"{problems} problem{'s' if problems > 1 else ''} found", err=True)
+        sys.exit(1)
 
 
 from .cli_client import chat, models_cmd, replay  # noqa: E402

@@ -37,6 +37,15 @@ def doc(text: str, **bounds: float) -> Meta:
 class ServerConfig(Struct, frozen=True, forbid_unknown_fields=True):
     host: Annotated[str, doc("bind address (`--host` overrides)")] = "127.0.0.1"
     port: Annotated[int, doc("bind port (`--port` overrides)", ge=0, le=65535)] = 8080
+    allowed_hosts: Annotated[
+        tuple[str, ...] | None,
+        doc(
+            '`Host` header values (host or host:port patterns, `*.example.com` for subdomains, `"*"` for any) '
+            "that the endpoints answering without a key (`/healthz`, `/readyz`, `/metrics`, the console under "
+            "`/ui`) accept; any other gets 421. Unset: on a loopback bind `localhost` and loopback addresses, "
+            "any port; on another bind, any Host ([security.md](security.md#host-header))"
+        ),
+    ] = None
     workers: Annotated[int, doc("worker processes (`--workers`)", ge=1)] = 1
     worker_timeout_s: Annotated[
         float,

@@ -11,9 +11,11 @@ import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from msgspec import structs
 
+from .addresses import never_upstream, split_host_port
 from .config import (
     Config,
     McpConfig,
@@ -24,7 +26,9 @@ from .config import (
 )
 from .config_upstream import check_connection, upstream_url
 from .config_values import check_keys, convert, table
+from .config_where import error_path, line_of
 from .errors import ConfigError
+from .header_rules import header_problem
 
 _ROOT_KEYS = {"server", "store", "providers", "models", "mcp"}
 _STORE_SCHEMES = ("sqlite://", "redis://", "rediss://", "postgresql://", "postgres://")
@@ -55,6 +59,9 @@ def _provider(name: str, raw: dict[str, Any]) -> ProviderConfig:
     for key in _REQUIRED_BY_KIND[provider.kind]:
         if key not in raw:
             raise ConfigError(f"{where}.{key}: required for kind = {provider.kind!r}")
+    for header, value in provider.headers.items():
+        if (problem := header_problem(header, value)) is not None:
+            raise ConfigError(f"{where}.headers: provider {name!r}: {problem}")
     urls = {k: upstream_url(f"{where}.{k}", v) for k in ("base_url", "endpoint_url") if (v := raw.get(k)) is not None}
     return check_connection(where, structs.replace(provider, name=name, **urls))
 
@@ -72,8 +79,10 @@ def _model(
     if len(set(labels)) != len(labels):
         raise ConfigError(f"{where}.server_tools: server_label values must be unique")
     for i, tool in enumerate(model.server_tools):
-        if not tool.server_url.startswith(("http://", "https://")):
-            raise ConfigError(f"{where}.server_tools[{i}].server_url: must start with http:// or https://")
+        _server_url(f"{where}.server_tools[{i}].server_url", tool.server_url)
+        for header in tool.headers_env:
+            if (problem := header_problem(header, "")) is not None:
+                raise ConfigError(f"{where}.server_tools[{i}].headers_env: {problem}")
     if model.type == "router":
         if "routes" in raw:
             raise ConfigError(f"{where}.routes: a router model has candidates, not routes")
@@ -96,6 +105,19 @@ def _model(
     )
 
 
+def _server_url(where: str, url: str) -> None:
+    """A catalog MCP server: http(s), and never a metadata or link-local host in any spelling (the
+    request-time guard refuses it too; refused here it is a config error, not a failed request)."""
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"{where}: must start with http:// or https://")
+    try:
+        host = urlsplit(url).hostname or ""
+    except ValueError:
+        raise ConfigError(f"{where}: not a valid URL") from None
+    if never_upstream(host):
+        raise ConfigError(f"{where}: a link-local or cloud metadata address is never an MCP server")
+
+
 def _check_candidates(models: dict[str, ModelConfig]) -> None:
     for m in models.values():
         for c in m.candidates:
@@ -107,15 +129,31 @@ def _check_candidates(models: dict[str, ModelConfig]) -> None:
 
 
 def host_pattern(where: str, value: str) -> str:
-    """An `[mcp] allowed_hosts` entry: `host` or `host:port`, `*.` only as a subdomain wildcard,
-    lower-cased once so that matching never has to."""
-    text = value.strip().lower()
-    host, _, port = text.rpartition(":") if text.count(":") == 1 else (text, "", "")
-    if not host or any(c in host for c in "/@ \t") or "*" in host.removeprefix("*."):
-        raise ConfigError(f"{where}: {value!r} is not a host or host:port pattern (e.g. 'mcp.example.com:443')")
-    if port and not (port.isdigit() and 0 < int(port) < 65536):
-        raise ConfigError(f"{where}: the port of {value!r} must be 1-65535")
-    return text
+    """An allowed-hosts entry (`[mcp]`, `[server]`): `host`, `host:port`, `[v6]:port`, `*.` only as a
+    subdomain wildcard. Kept in the one spelling `addresses.canonical_host` gives, so that
+    `0x7f000001:8931` and `127.0.0.1:8931` are one entry and matching compares canonical forms."""
+    shape = f"{where}: {value!r} is not a host or host:port pattern (e.g. 'mcp.example.com:443')"
+    if any(c in value for c in "/@ \t\r\n"):
+        raise ConfigError(shape)
+    try:
+        host, port = split_host_port(value)
+    except ValueError:
+        raise ConfigError(f"{where}: the port of {value!r} must be 1-65535") from None
+    if not host or "*" in host.removeprefix("*.") or "[" in host or "]" in host:
+        raise ConfigError(shape)
+    shown = f"[{host}]" if ":" in host else host
+    return f"{shown}:{port}" if port is not None else shown
+
+
+def _server(raw: dict[str, Any]) -> ServerConfig:
+    server = convert("server", raw, ServerConfig)
+    if server.allowed_hosts is None:
+        return server
+    hosts = tuple(
+        "*" if h.strip() == "*" else host_pattern(f"server.allowed_hosts[{i}]", h)
+        for i, h in enumerate(server.allowed_hosts)
+    )
+    return structs.replace(server, allowed_hosts=hosts)
 
 
 def _mcp(raw: dict[str, Any]) -> McpConfig:
@@ -126,7 +164,7 @@ def _mcp(raw: dict[str, Any]) -> McpConfig:
 
 def parse_config(data: dict[str, Any], source: str = "<memory>") -> Config:
     check_keys("<root>", data, _ROOT_KEYS)
-    server = convert("server", table("server", data.get("server", {})), ServerConfig)
+    server = _server(table("server", data.get("server", {})))
     store = _store(table("store", data.get("store", {})))
     providers = {
         name: _provider(name, table(f"providers.{name}", raw))
@@ -146,7 +184,11 @@ def load_text(text: str, source: str) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: invalid TOML: {exc}") from None
-    return parse_config(data, source)
+    try:
+        return parse_config(data, source)
+    except ConfigError as exc:  # named by file and line, so an editor can jump to the key
+        line = line_of(text, error_path(str(exc)))
+        raise ConfigError(f"{source}:{line}: {exc}" if line else f"{source}: {exc}") from None
 
 
 def default_config_text() -> str:

@@ -3,28 +3,16 @@ or a cloud metadata address) and its connection options (proxy, TLS files, limit
 
 from __future__ import annotations
 
-import ipaddress
 import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from .addresses import canonical_host, never_upstream
 from .errors import ConfigError
 
 if TYPE_CHECKING:
     from .config import ProviderConfig
-
-# Cloud instance-metadata endpoints: an upstream there hands out the host's credentials
-_METADATA_HOSTS = frozenset({"169.254.169.254", "fd00:ec2::254", "metadata.google.internal", "100.100.100.200"})
-
-
-def _link_local(host: str) -> bool:
-    """169.254.0.0/16 and fe80::/10 however written (`2852039166` is 169.254.169.254 to a resolver)."""
-    try:
-        address = ipaddress.ip_address(int(host) if host.isdigit() else host)
-    except ValueError:
-        return False
-    return address.is_link_local
 
 
 def upstream_url(where: str, url: str) -> str:
@@ -44,9 +32,16 @@ def upstream_url(where: str, url: str) -> str:
         raise ConfigError(f"{where}: has no host")
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
         raise ConfigError(f"{where}: must not carry user info (user:pass@); provider credentials come from api_key_env")
-    if parts.hostname.lower() in _METADATA_HOSTS or _link_local(parts.hostname):
-        raise ConfigError(f"{where}: {parts.hostname} is a link-local or cloud metadata address, never an upstream")
+    _reachable_host(where, parts.hostname)
     return url.rstrip("/")
+
+
+def _reachable_host(where: str, host: str) -> None:
+    """Refuse a metadata or link-local host in any spelling (`addresses.py`): a provider or proxy
+    there would hand the host's credentials to whoever asks through the gateway."""
+    if never_upstream(host):
+        shown = canonical_host(host)
+        raise ConfigError(f"{where}: {shown} is a link-local or cloud metadata address, never an upstream")
 
 
 def check_connection(where: str, provider: ProviderConfig) -> ProviderConfig:
@@ -82,6 +77,8 @@ def check_connection(where: str, provider: ProviderConfig) -> ProviderConfig:
 
 def _proxy_url(where: str, url: str) -> str:
     """An `http://[user:pass@]host[:port]` proxy URL; the message never repeats it (it may hold a password)."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        raise ConfigError(f"{where}: contains a control character (CR, LF, tab...)")
     parts = urlsplit(url)
     if parts.scheme.lower() != "http":
         raise ConfigError(f'{where}: must start with http:// (an HTTP proxy; "https://" proxies are not supported)')
@@ -91,6 +88,7 @@ def _proxy_url(where: str, url: str) -> str:
         raise ConfigError(f"{where}: the port is not a number 0-65535") from None
     if not parts.hostname:
         raise ConfigError(f"{where}: has no host")
+    _reachable_host(where, parts.hostname)
     if parts.path not in ("", "/") or parts.query or parts.fragment:
         raise ConfigError(f"{where}: must be http://host:port (no path)")
     return url

@@ -8,6 +8,7 @@ or a choice's short text: a misplaced secret never reaches a message or a log.
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any, TypeVar
 
@@ -47,8 +48,7 @@ def _message(where: str, kind: type, text: str, raw: Any) -> str:
     dotted = where + "".join(f".{s}" if isinstance(s, str) and s != "..." else f"[{s}]" for s in segments)
     value = _value_at(raw, segments)
     if unknown := re.match(r"Object contains unknown field `(.+)`", body):
-        allowed = _field_names(_type_at(kind, segments))
-        return f"{dotted}.{unknown.group(1)}: unknown key" + (f" (allowed: {', '.join(allowed)})" if allowed else "")
+        return unknown_key(dotted, unknown.group(1), _field_names(_type_at(kind, segments)))
     if missing := re.match(r"Object missing required field `(.+)`", body):
         return f"{dotted}.{missing.group(1)}: required"
     if body.startswith("Invalid enum value"):
@@ -115,10 +115,17 @@ def _choices(info: mi.Type) -> list[str]:
     return [str(v) for v in info.values] if isinstance(info, mi.LiteralType) else []
 
 
+def unknown_key(where: str, key: str, allowed: list[str]) -> str:
+    """`where.key: unknown key (allowed: ...); did you mean `nearest`?` (difflib's closest, if any)."""
+    text = f"{where}.{key}: unknown key" + (f" (allowed: {', '.join(allowed)})" if allowed else "")
+    nearest = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+    return text + (f"; did you mean `{nearest[0]}`?" if nearest else "")
+
+
 def check_keys(where: str, table: dict[str, Any], allowed: set[str]) -> None:
     for key in table:
         if key not in allowed:
-            raise ConfigError(f"{where}.{key}: unknown key (allowed: {', '.join(sorted(allowed))})")
+            raise ConfigError(unknown_key(where, key, sorted(allowed)))
 
 
 def table(where: str, value: Any) -> dict[str, Any]:

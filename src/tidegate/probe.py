@@ -1,4 +1,5 @@
-"""`tidegate check-config`'s reachability report: can each provider be reached, is its secret set?
+"""`tidegate check-config`'s reachability report: can each provider be reached, is its secret set,
+can the store be used?
 
 Never sends a generation: HTTP upstreams get a TCP connect to their host and port, the local
 provider is checked for its model file and runtime. Secrets are reported as set or missing, never shown.
@@ -6,12 +7,16 @@ provider is checked for its model file and runtime. Secrets are reported as set 
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import socket
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit
 
+from .addresses import canonical_host, never_upstream
 from .config import ProviderConfig
 
 CONNECT_TIMEOUT_S = 3.0
@@ -39,14 +44,28 @@ def upstream_url(p: ProviderConfig) -> str | None:
 
 
 def _tcp(url: str) -> tuple[bool, str]:
+    """A TCP connect to the URL's host, to an address the config's rule allows (`addresses.py`): the
+    name is resolved here once, every address checked, and the connect goes to a checked address, so
+    a name that points at a metadata or link-local address is reported, never connected to."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
-        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
-            return True, f"reachable ({host}:{port})"
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as exc:
         return False, f"unreachable ({host}:{port}: {type(exc).__name__})"
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    refused = [a for a in addresses if never_upstream(a)]
+    if refused:
+        return False, f"refused: {host} resolves to {canonical_host(refused[0])}, a link-local or metadata address"
+    failure: OSError | None = None
+    for address in addresses:
+        try:
+            with socket.create_connection((address, port), timeout=CONNECT_TIMEOUT_S):
+                return True, f"reachable ({host}:{port})"
+        except OSError as exc:
+            failure = exc
+    return False, f"unreachable ({host}:{port}: {type(failure).__name__})"
 
 
 def _secrets(p: ProviderConfig) -> list[str]:
@@ -90,3 +109,72 @@ def probe(p: ProviderConfig) -> ProbeResult:
     ok, detail = _tcp(url)
     secrets = _secrets(p)
     return ProbeResult(p.name, ok, "; ".join([detail, *secrets]))
+
+
+def _sqlite_writable(path: str) -> tuple[bool, str]:
+    """The store creates the file and its directories on start, and WAL writes two files beside it: a
+    file is made and removed in the directory that would hold them (as root, `os.access` says yes to
+    everything, so it is tried, not asked)."""
+    if path == ":memory:":
+        return True, "in memory"
+    target = Path(path).absolute()
+    if target.is_dir():
+        return False, f"{target} is a directory"
+    if target.exists() and not os.access(target, os.W_OK):
+        return False, f"{target} is not writable"
+    parent = target.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return False, f"{parent} is not a directory"
+    try:
+        fd, probe_file = tempfile.mkstemp(prefix=".tidegate-check-", dir=parent)
+        os.close(fd)
+        os.unlink(probe_file)
+    except OSError as exc:
+        return False, f"cannot write in {parent} ({type(exc).__name__})"
+    return True, f"writable ({target})"
+
+
+async def _network_store(url: str) -> tuple[bool, str]:
+    """A Redis PING or a PostgreSQL `SELECT 1`, nothing written; the URL is named by host:port only
+    (it may hold a password)."""
+    parts = urlsplit(url)
+    where = f"{parts.hostname}:{parts.port or (5432 if url.startswith('postgres') else 6379)}"
+    try:
+        if url.startswith("redis"):
+            from redis import asyncio as aioredis
+
+            from .store.redis import RedisStore
+
+            client = aioredis.Redis.from_url(RedisStore(url).url, socket_connect_timeout=CONNECT_TIMEOUT_S)
+            try:
+                await asyncio.wait_for(client.ping(), CONNECT_TIMEOUT_S)
+            finally:
+                await client.aclose()
+        else:
+            import asyncpg  # type: ignore[import-untyped]
+
+            from .store.postgres import PostgresStore
+
+            conn = await asyncpg.connect(PostgresStore(url).dsn, timeout=CONNECT_TIMEOUT_S)
+            try:
+                await conn.fetchval("SELECT 1", timeout=CONNECT_TIMEOUT_S)
+            finally:
+                await conn.close()
+    except Exception as exc:  # every driver's own error tree: reported by class, never with the URL
+        return False, f"unreachable ({where}: {type(exc).__name__})"
+    return True, f"reachable ({where})"
+
+
+def probe_store(url: str) -> ProbeResult:
+    """Whether the configured store can be used: an SQLite file's directory writable, a Redis or
+    PostgreSQL server answering."""
+    scheme = url.split("://")[0]
+    if scheme == "sqlite":
+        from .store.sqlite import SQLiteStore
+
+        ok, detail = _sqlite_writable(SQLiteStore(url).path)
+    else:
+        ok, detail = asyncio.run(_network_store(url))
+    return ProbeResult(scheme, ok, detail)

@@ -142,7 +142,7 @@ def test_check_config_reports_reachability_without_generating(tmp_path: Path) ->
             text=True,
             env=env,
         )
-        assert out.returncode == 0, out.stderr
+        assert out.returncode == 1, out.stderr  # "down" is a problem: check-config says so in its status
         lines = {ln.strip().split(" ")[0]: ln for ln in out.stdout.splitlines()}
         assert "ok: reachable" in lines["up"] and "$PROBE_SECRET set" in lines["up"]
         assert "PROBLEM: unreachable" in lines["down"] and "ConnectionRefusedError" in lines["down"]

@@ -137,7 +137,7 @@ def test_each_worker_listens_on_its_own_socket_and_connections_spread(tmp_path: 
         assert first.isdisjoint(second)  # two sockets, not one shared (uvicorn's own --workers)
         for _ in range(40):
             sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: t\r\n\r\n")
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             assert sock.recv(65536).startswith(b"HTTP/1.1 200")  # accepted and answered: kept alive
             clients.append(sock)
         ours = {c.getsockname()[1] for c in clients}

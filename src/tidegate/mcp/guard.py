@@ -20,11 +20,12 @@ import socket
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
+from ..addresses import METADATA_ADDRESSES, Address, address_of, canonical_host, host_matches, unwrap
 from ..errors import InvalidRequest, quote
 
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+__all__ = ["Address", "Resolver", "check_server_url", "resolve", "vetted_addresses"]
+
 Resolver = Callable[[str, int], Awaitable[list[Address]]]
-METADATA = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")})
 NOT_ALLOWED = "mcp_server_not_allowed"
 
 
@@ -32,28 +33,17 @@ def _refuse(message: str) -> InvalidRequest:
     return InvalidRequest(message, code=NOT_ALLOWED)
 
 
-def _match(pattern: str, host: str, port: int) -> tuple[bool, bool]:
-    """(matches, exactly): `exactly` when the pattern names this host itself, not a wildcard."""
-    p_host, _, p_port = pattern.rpartition(":") if pattern.count(":") == 1 else (pattern, "", "")
-    if p_port and int(p_port) != port:
-        return False, False
-    if p_host.startswith("*."):
-        return host.endswith(p_host[1:]) and host != p_host[2:], False
-    return p_host == host, True
-
-
 def _internal(addr: Address) -> bool:
-    if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
-        addr = addr.ipv4_mapped
+    addr = unwrap(addr)
     return not addr.is_global or addr.is_multicast
 
 
 async def resolve(host: str, port: int) -> list[Address]:
-    """The addresses `host` resolves to, in the system resolver's order (no duplicates)."""
-    try:
-        return [ipaddress.ip_address(host)]
-    except ValueError:
-        pass
+    """The addresses `host` resolves to, in the system resolver's order (no duplicates); an address in
+    any spelling (`addresses.address_of`) is itself, unwrapped, without asking the resolver."""
+    literal = address_of(host)
+    if literal is not None:
+        return [literal]
     try:
         infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as exc:
@@ -69,12 +59,12 @@ def _allowed(url: str, allowed_hosts: tuple[str, ...], where: str) -> tuple[str,
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
         raise InvalidRequest(f"'{where}' is not a valid URL") from None
-    host = (parts.hostname or "").lower()
+    host = canonical_host(parts.hostname or "")
     if parts.scheme not in ("http", "https") or not host:
         raise InvalidRequest(f"'{where}' must be an http(s) URL")
     if parts.username is not None or parts.password is not None:
         raise InvalidRequest(f"'{where}' must not carry user info; send credentials in 'headers'")
-    matches = [_match(p, host, port) for p in allowed_hosts]
+    matches = [host_matches(p, host, port) for p in allowed_hosts]
     if not any(m for m, _ in matches):
         raise _refuse(
             f"the MCP server {quote(f'{host}:{port}')} is not in the gateway's [mcp] allowed_hosts; "
@@ -93,7 +83,7 @@ async def vetted_addresses(
     if not addresses:
         raise _refuse(f"the MCP server host {quote(host)} does not resolve")
     for addr in addresses:
-        if addr in METADATA or (_internal(addr) and not exact):
+        if unwrap(addr) in METADATA_ADDRESSES or (_internal(addr) and not exact):
             raise _refuse(
                 f"the MCP server {quote(host)} resolves to a private or reserved address; only a host "
                 "listed exactly in [mcp] allowed_hosts may be internal"

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..config import ModelConfig
 from ..errors import InvalidRequest, UpstreamError, quote
+from ..header_rules import header_problem
 
 MCP_FIELDS = frozenset(
     {"type", "server_label", "server_url", "headers", "allowed_tools", "require_approval", "server_description"}
@@ -52,6 +53,9 @@ def _spec(tool: dict[str, Any], where: str) -> McpServerSpec:
     headers = tool.get("headers") or {}
     if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
         raise InvalidRequest(f"'{where}.headers' must be an object of string values")
+    for name, value in headers.items():
+        if (problem := header_problem(name, value)) is not None:  # header_rules.py says why
+            raise InvalidRequest(f"'{where}.headers': {problem}")
     allowed = tool.get("allowed_tools")
     if isinstance(allowed, dict):  # the filter form: {"tool_names": [...]}
         allowed = allowed.get("tool_names")

@@ -28,6 +28,7 @@ from . import native as native_door
 from . import responses as responses_door
 from .bodies import UnfinishedBodies
 from .drain import Drain
+from .hosts import HostCheck
 from .http import Receive, Request, Scope, Send
 from .state import AppState
 
@@ -90,6 +91,7 @@ class TidegateApp:
         )
         self.bodies = UnfinishedBodies()
         self.drain = Drain(config.server.drain_s, self._not_ready, gateway.interrupt_all)
+        self.hosts = HostCheck(config.server.allowed_hosts)
 
     def _not_ready(self) -> None:
         self.state.ready = False
@@ -122,6 +124,7 @@ class TidegateApp:
             req.generation_id = new_ulid()
             if messages_door.wants_anthropic_shape(req):  # its errors in Anthropic's shape, a 401 too
                 req.error_shape = messages_door.anthropic_error
+        self.hosts.check(req)  # the endpoints without a key answer only to allowed Host names
         if path == "/healthz":
             await ops.healthz(req)
             return
