@@ -17,6 +17,8 @@ from emulators.anthropic_upstream import SIGNATURE, THINKING_TEXT, AnthropicFami
 from emulators.openai_upstream import OpenAIUpstream
 from helpers import ServerProcess, sqlite_url, start_server, stream_sse
 from tidegate.ids import is_ulid
+from tidegate.providers.fidelity import MESSAGES_NOTES
+from tidegate.server.messages_request import BETAS_ACCEPTED
 
 MESSAGES = "/v1/messages"
 HEADERS = {"anthropic-version": "2023-06-01"}
@@ -58,6 +60,20 @@ api_key_env = "EMU_ANTHROPIC_KEY"
 [providers.chat]
 kind = "openai"
 base_url = "{chat.base_url}"
+[providers.claude-bedrock]
+kind = "bedrock"
+region = "{claude.region}"
+endpoint_url = "{claude.base_url}"
+[providers.claude-vertex]
+kind = "vertex"
+region = "us-east5"
+project = "{claude.vertex_project}"
+base_url = "{claude.base_url}/v1"
+access_token_env = "EMU_VERTEX_TOKEN"
+[models."bedrock"]
+routes = [{{ provider = "claude-bedrock", model = "anthropic.claude-emu-v1:0" }}]
+[models."vertex"]
+routes = [{{ provider = "claude-vertex", model = "claude-emu@20250101" }}]
 [models."claude"]
 routes = [{{ provider = "claude", model = "claude-emu" }}]
 pricing = {{ prompt = 1.0, completion = 2.0 }}
@@ -76,7 +92,18 @@ routes = [{{ provider = "chat", model = "late-text:1.2" }}]
 [models."fallback"]
 routes = [{{ provider = "claude", model = "claude-emu--500" }}, {{ provider = "chat", model = "text" }}]
 """
-    proc = start_server(workdir, config, extra_env={"EMU_ANTHROPIC_KEY": claude.api_key})
+    assert claude.aws.token is not None
+    env = {
+        "EMU_ANTHROPIC_KEY": claude.api_key,
+        "EMU_VERTEX_TOKEN": claude.vertex_token,
+        "AWS_ACCESS_KEY_ID": claude.aws.access_key,
+        "AWS_SECRET_ACCESS_KEY": claude.aws.secret_key,
+        "AWS_SESSION_TOKEN": claude.aws.token,
+        "AWS_CONFIG_FILE": str(workdir / "no-aws-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(workdir / "no-aws-credentials"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    proc = start_server(workdir, config, extra_env=env)
     yield proc
     proc.stop()
 
@@ -437,3 +464,64 @@ def test_idempotent_replay_resends_the_stream(server: ServerProcess) -> None:
     assert again.headers["idempotent-replayed"] == "true"
     assert [e.data for e in again.events] == [e.data for e in first.events]
     assert again.headers["x-generation-id"] == first.headers["x-generation-id"]
+
+
+@pytest.mark.parametrize(("model", "dialect"), [("bedrock", "bedrock"), ("vertex", "vertex")])
+def test_cache_control_and_thinking_reach_bedrock_and_vertex(
+    server: ServerProcess, claude: AnthropicFamilyEmulator, model: str, dialect: str
+) -> None:
+    """Translated, not passed through: the breakpoints on system, text, tool_result and tool blocks, and
+    the thinking blocks with their signatures, in the Messages body Bedrock and Vertex take."""
+    ephemeral = {"type": "ephemeral"}
+    client = sdk(server)
+    with client.messages.stream(
+        model=model,
+        max_tokens=4096,
+        thinking={"type": "enabled", "budget_tokens": 2048},
+        messages=hello("[[thinking]]"),
+    ) as s:
+        final = s.get_final_message()
+    assert final.content[0].type == "thinking" and final.content[0].signature == SIGNATURE
+    convo = [
+        *hello("[[thinking]]"),
+        {
+            "role": "assistant",
+            "content": [
+                *final.to_param()["content"],
+                {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Paris", "cache_control": ephemeral},
+                {"type": "text", "text": "So?", "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+            ],
+        },
+    ]
+    tools = [{"name": "lookup", "input_schema": {"type": "object"}, "cache_control": ephemeral}]
+    system = [{"type": "text", "text": "Be brief.", "cache_control": ephemeral}]
+    client.messages.create(
+        model=model,
+        max_tokens=4096,
+        system=system,
+        tools=tools,
+        thinking={"type": "enabled", "budget_tokens": 2048},
+        messages=convo,
+    )
+    body = claude.last(dialect).body
+    assert body["system"] == system and body["tools"][0]["cache_control"] == ephemeral
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    thinking, call = body["messages"][1]["content"][0], body["messages"][1]["content"][-1]
+    assert thinking == {"type": "thinking", "thinking": "".join(THINKING_TEXT), "signature": SIGNATURE}
+    assert call == {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}}
+    result, text = body["messages"][2]["content"]
+    assert result["tool_use_id"] == "toolu_1" and result["content"] == [
+        {"type": "text", "text": "Paris", "cache_control": ephemeral}
+    ]
+    assert text == {"type": "text", "text": "So?", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+
+
+def test_docs_name_every_accepted_beta() -> None:
+    notes = " ".join(MESSAGES_NOTES)
+    assert all(f"`{prefix}*`" in notes for prefix in BETAS_ACCEPTED)

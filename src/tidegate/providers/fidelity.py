@@ -206,6 +206,71 @@ def dropped_tools(request: GenerationRequest, responses: bool) -> tuple[str, ...
     return tuple(dict.fromkeys(extras.hosted.values()))
 
 
+# The Messages door (`POST /v1/messages`, docs/agents.md): what each kind does with its fields.
+# `anthropic` takes the body and the anthropic-* headers as sent; the other kinds get the canonical
+# request (server/messages_request.py), so the chat table above applies to what it became.
+MESSAGES_ROWS = (
+    ("`model`, `messages`, `max_tokens`, `stream`, `provider`", "read by tidegate", "read by tidegate"),
+    ("`system` (string or text blocks), `role: system` messages", "as sent", "translated"),
+    ("text, image, `tool_use`, `tool_result` blocks", "as sent", "translated"),
+    ("`thinking` / `redacted_thinking` blocks (signatures)", "as sent", "translated¹"),
+    ("`tools` (client tools), `tool_choice`", "as sent", "translated (`local`: refused)"),
+    ("a tool with `defer_loading: true`", "as sent", "left out²"),
+    ("`thinking` (`enabled`, `adaptive`), `output_config.effort`", "as sent", "translated (`local`: refused)"),
+    ("`output_config.format`", "as sent", "translated (as `response_format` json_schema)"),
+    ("`stop_sequences`, `temperature`, `top_p`", "as sent", "translated"),
+    ("`cache_control` on blocks and tools", "as sent", "hint³"),
+    ("`metadata.user_id`", "as sent", "hint (`user`)"),
+    (
+        "the body's `cache_control`, `service_tier`, `diagnostics`, `workspace_id`, `user_profile_id`,"
+        " `speed: standard`",
+        "as sent",
+        "hint",
+    ),
+    ("`context_management` that keeps all thinking (Claude Code's)", "as sent", "hint"),
+    ("`tool_result.is_error`", "as sent", "the result's content alone"),
+    (
+        "`top_k`, other `context_management`, `container`, `mcp_servers`, `inference_geo`, `speed: fast`,"
+        " server tools (`tools[i].type`), document and other block types, any other field",
+        "as sent",
+        "refused by name",
+    ),
+    ("`anthropic-beta` flags of the accepted list⁴", "as sent", "accepted"),
+    ("any other `anthropic-beta` flag", "as sent", "refused by name (`anthropic-beta: <flag>`)"),
+)
+MESSAGES_NOTES = (
+    "¹ Replayed as `reasoning_details`: the Anthropic kinds get the blocks back as sent; a chat route gets",
+    "them as its reasoning details; an unsigned thinking block is not replayed to an Anthropic kind.",
+    "² A deferred tool is hidden from the model until a server tool search loads it; a translated route",
+    "has none (that tool is refused there), so its model never sees the tool.",
+    "³ On `bedrock` and `vertex` the breakpoints are passed on as sent (a `tool_result`'s on its last",
+    "part); a route without a prompt cache serves the request uncached (Claude Code marks every request).",
+    "⁴ Flags that only permit a feature whose use shows in the body (checked field by field above), name",
+    "the client or change how the answer is chunked: `claude-code-*`, `interleaved-thinking-*`,",
+    "`context-management-*`, `mid-conversation-*`, `thinking-token-count-*`, `thinking-display-updates-*`,",
+    "`advanced-tool-use-*`, `effort-*`, `prompt-caching-*`, `extended-cache-ttl-*`,",
+    "`fine-grained-tool-streaming-*`, `token-efficient-tools-*`, `token-counting-*`, `structured-outputs-*`,",
+    "`output-128k-*`, `output-300k-*`, `model-context-window-exceeded-*`, `pdfs-*`, `cache-diagnosis-*`.",
+)
+
+
+def _messages_markdown() -> list[str]:
+    lines = [
+        "",
+        "## The Messages door",
+        "",
+        "`POST /v1/messages` ([agents.md](agents.md)): a route of kind `anthropic` gets the body and the",
+        "`anthropic-version` / `anthropic-beta` headers as sent and its events pass through; every other kind",
+        "gets the request translated, and the table above applies to what it became. A refusal is `400`",
+        "in Anthropic's error shape (`invalid_request_error`, `code: unsupported_parameter`) naming the field.",
+        "",
+        "| field | `anthropic` | `bedrock`, `vertex`, `openai`, `gemini`, `local` |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {name} | {anthropic} | {others} |" for name, anthropic, others in MESSAGES_ROWS]
+    return [*lines, "", *MESSAGES_NOTES]
+
+
 def refusal_message(field: str, provider: str, kind: str) -> str:
     return (
         f"'{field}' is not supported by provider {provider!r} (kind {kind!r}); tidegate refuses it rather"
@@ -252,6 +317,7 @@ def table_markdown() -> str:
         "(tidegate's extension; the Responses API's `input_tokens_details` has both); both are part of",
         "`prompt_tokens`, and the record prices them at the model's `pricing.cache_read` and",
         "`pricing.cache_write` (docs/configuration.md).",
+        *_messages_markdown(),
     ]
     return "\n".join(lines) + "\n"
 

@@ -181,10 +181,14 @@ class _Converter:
             message["content"] = parts
         else:
             raise InvalidRequest(f"'{where}.content' must be a string or an array of blocks")
-        if block.get("is_error"):
-            message["is_error"] = True  # (the Anthropic kinds say so; a chat upstream has no such flag)
-        if block.get("cache_control") is not None:
-            message["cache_control"] = block["cache_control"]
+        marker = block.get("cache_control")
+        if marker is not None:  # a chat tool message has no such field: its last part carries it
+            parts = message["content"]
+            if isinstance(parts, str):
+                parts = message["content"] = [{"type": "text", "text": parts}]
+            if parts:
+                parts[-1] = {**parts[-1], "cache_control": marker}
+        # `is_error` has no chat form: an anthropic route gets it as sent, another the result alone
         return message
 
     def user(self, content: Any, where: str) -> None:
