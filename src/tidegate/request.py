@@ -62,6 +62,19 @@ class MessagesExtras:
     only: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class GeminiExtras:
+    """What a Gemini API body carries beyond the canonical request (docs/agents.md, Gemini CLI).
+
+    `body` is the `generateContent` body as sent: a provider of kind `gemini` gets it untouched (its
+    chunks pass through). `only` holds what only such a provider can honour (a field, a part or a
+    tool by its place): every other route refuses the request by the first one's name
+    (providers/fidelity.py)."""
+
+    body: dict[str, Any]
+    only: dict[str, Any] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, slots=True)
 class ToolRef:
     """A flattened Responses tool: `kind` function or custom, its own name and its namespace."""
@@ -100,6 +113,8 @@ class GenerationRequest:
     responses: ResponsesExtras | None = None
     # set by the Messages door only
     messages_api: MessagesExtras | None = None
+    # set by the Gemini door only
+    gemini_api: GeminiExtras | None = None
 
     @property
     def include_usage(self) -> bool:

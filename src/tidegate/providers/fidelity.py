@@ -184,6 +184,12 @@ def refused_field(kind: str, request: GenerationRequest, responses: bool = False
         if extras.hosted and not extras.drop_hosted:
             where, tool = next(iter(extras.hosted.items()))
             return f"{where}.type ({tool}, a hosted tool; or set the model's drop_hosted_tools)"
+    gemini = request.gemini_api
+    if gemini is not None and gemini.body:  # the Gemini door: a `gemini` route takes the body as sent
+        if kind == "gemini":
+            return None
+        if gemini.only:
+            return next(iter(gemini.only))
     if table is None or kind == "openai":
         return None
     for field, refused in _CONDITIONS.get(kind, ()):

@@ -12,7 +12,8 @@ Each SSE `data:` is a whole `GenerateContentResponse` (ai.google.dev/api, "Gener
 (`promptTokenCount` includes `cachedContentTokenCount`; `candidatesTokenCount` excludes
 `thoughtsTokenCount`), `promptFeedback.blockReason` when the prompt itself was blocked, `modelVersion`,
 `responseId`. The stream has no terminal event: the chunk with `finishReason` ends the answer, and
-a stream that ends without one is a failure.
+a stream that ends without one is a failure. A request from the Gemini door (server/gemini_door.py)
+goes as its client sent it, and each chunk's bytes come back first (`RawFrame`, written untouched).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from ..events import (
     Failed,
     FailureCode,
     FinishReason,
+    RawFrame,
     ReasoningDelta,
     Started,
     TextDelta,
@@ -66,9 +68,10 @@ def _int(value: Any) -> int:
 class GeminiEventDecoder:
     """Stateful: Gemini SSE bytes → canonical events (`Finished` at the chunk with a finishReason)."""
 
-    def __init__(self, provider: str, served_model: str) -> None:
+    def __init__(self, provider: str, served_model: str, raw: bool = False) -> None:
         self.provider = provider
         self.served_model = served_model
+        self.raw = raw  # the Gemini door's passthrough: each chunk's bytes go first (`RawFrame`)
         self._sse = SSEDecoder()
         self._calls = 0
         self._usage: dict[str, Any] | None = None
@@ -82,7 +85,10 @@ class GeminiEventDecoder:
             if self.done:
                 break
             try:
-                out.extend(self._handle(orjson.loads(ev.data)))
+                data = orjson.loads(ev.data)
+                if self.raw and not (isinstance(data, dict) and "error" in data):  # (an error: the door's own ending)
+                    out.append(RawFrame(ev.data.encode()))
+                out.extend(self._handle(data))
             except ValueError as exc:
                 if not out:
                     raise
@@ -224,10 +230,13 @@ class GeminiAdapter:
             **self.config.headers,
             **await self._auth(),
         }
-        return UpstreamHttpRequest("POST", self.url_for(served_model), headers, orjson.dumps(gemini_body(request)))
+        extras = request.gemini_api  # the Gemini door's body goes as sent (docs/agents.md)
+        body = extras.body if extras is not None and extras.body else gemini_body(request)
+        return UpstreamHttpRequest("POST", self.url_for(served_model), headers, orjson.dumps(body))
 
     def new_decoder(self, request: GenerationRequest, served_model: str) -> StreamDecoder:
-        return GeminiEventDecoder(self.name, served_model)
+        extras = request.gemini_api
+        return GeminiEventDecoder(self.name, served_model, raw=extras is not None and bool(extras.body))
 
     def map_error(self, status: int, headers: dict[str, str], body: bytes) -> ProviderFailure:
         return vertex_failure(status, headers, body, self.name)  # Google's error envelope, both hosts

@@ -20,7 +20,7 @@ from ..ids import new_ulid
 from ..keys import Authenticator, unusable
 from ..store.base import ApiKey, GenerationStore
 from ..store.open import open_store
-from . import chat, console, generations, heap, keys_admin, models, ops, replay, routes_admin, shortcuts
+from . import chat, console, gemini_door, generations, heap, keys_admin, models, ops, replay, routes_admin, shortcuts
 from . import embeddings as embeddings_door
 from . import images as images_door
 from . import messages as messages_door
@@ -43,6 +43,9 @@ _ROUTES: list[tuple[str, re.Pattern[str], KeyedHandler]] = [
     ("POST", re.compile(r"^/v1/responses$"), responses_door.responses),
     ("POST", re.compile(r"^/v1/messages$"), messages_door.messages),
     ("POST", re.compile(r"^/v1/messages/count_tokens$"), messages_door.count_message_tokens),
+    ("POST", gemini_door.ACTION, gemini_door.model_action),
+    ("GET", gemini_door.MODELS, gemini_door.list_models),
+    ("GET", gemini_door.MODEL, gemini_door.get_model),
     ("POST", re.compile(r"^/api/v1/llm/responses$"), native_door.native_responses),
     ("POST", re.compile(r"^/api/v1/llm/responses/replay$"), replay.replay),
     ("POST", re.compile(r"^/v1/embeddings$"), embeddings_door.embeddings),
@@ -70,7 +73,11 @@ def _route_label(path: str) -> str:
         return "/api/v1/generations/{id}" + ("/cancel" if path.endswith("/cancel") else "")
     if path.startswith("/api/v1/keys/"):
         return "/api/v1/keys/{id}" + ("/credits" if path.endswith("/credits") else "")
-    known = ("/v1/", "/api/v1/", "/healthz", "/readyz", "/metrics")
+    if path.startswith(("/v1beta/models/", "/v1/models/")):  # the Gemini door: the model is in the path
+        version, _, rest = path[1:].partition("/models/")
+        method = rest.rpartition(":")[2] if ":" in rest else ""
+        return f"/{version}/models/{{model}}" + (f":{method}" if method in gemini_door.GENERATION_METHODS else "")
+    known = ("/v1/", "/v1beta/", "/api/v1/", "/healthz", "/readyz", "/metrics")
     return path if path.startswith(known) and len(path) < 64 else "other"
 
 
@@ -120,10 +127,12 @@ class TidegateApp:
 
     async def _dispatch(self, req: Request) -> None:
         path = req.path
-        if path.startswith(("/v1/", "/api/v1/")):
+        if path.startswith(("/v1/", "/v1beta/", "/api/v1/")):
             req.generation_id = new_ulid()
             if messages_door.wants_anthropic_shape(req):  # its errors in Anthropic's shape, a 401 too
                 req.error_shape = messages_door.anthropic_error
+            elif gemini_door.wants_gemini_shape(req):  # Google's, on the Gemini door
+                req.error_shape = gemini_door.gemini_error
         self.hosts.check(req)  # the endpoints without a key answer only to allowed Host names
         if path == "/healthz":
             await ops.healthz(req)
@@ -142,7 +151,10 @@ class TidegateApp:
         if path == "/v1/models":
             if req.method != "GET":
                 raise MethodNotAllowed("use GET /v1/models")
-            await self._authenticate(req)
+            key = await self._authenticate(req)
+            if req.error_shape is gemini_door.gemini_error:  # a google-genai client at API version v1
+                await gemini_door.list_models(req, self.state, key)
+                return
             if req.error_shape is not None:  # an Anthropic client: Anthropic's list shape
                 await messages_door.list_models(req, self.config)
                 return
@@ -171,6 +183,8 @@ class TidegateApp:
         header = req.header("authorization")
         if header is None and req.error_shape is not None and (api_key := req.header("x-api-key")):
             header = f"Bearer {api_key}"  # Anthropic's own key header, on the Messages door (docs/agents.md)
+        if header is None and req.error_shape is gemini_door.gemini_error:
+            header = gemini_door.gemini_key(req)  # `x-goog-api-key` or `?key=`, on the Gemini door
         if header is None and (cookie := console.session_cookie(req)) is not None:
             return await console.session_key(req, self.state, cookie)  # the web console (server/console.py)
         key = await self.state.auth.authenticate(header)

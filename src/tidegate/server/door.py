@@ -106,6 +106,7 @@ class DoorSpec:
     make_stream: Callable[[Generation], StreamWriter]
     make_json: Callable[[Generation], JsonBuilder]
     stream_headers: dict[str, str] = field(default_factory=dict)
+    content_type: str = SSE_CONTENT_TYPE  # of a stream (the Gemini door's JSON-array stream is JSON)
 
 
 def provider_headers(c: Committed) -> dict[str, str]:
@@ -194,7 +195,7 @@ async def serve_generation(req: Request, state: AppState, key: ApiKey, spec: Doo
             writer = spec.make_stream(gen)
             metrics.OPEN_STREAMS.inc()
             try:
-                await drive_stream(req, state, gen, writer, spec.stream_headers)
+                await drive_stream(req, state, gen, writer, spec.stream_headers, spec.content_type)
             except Exception:  # a bug anywhere in finishing: the door's failure ending all the same
                 log.exception("generation %s: the stream driver failed", gen.id)
                 await _end_broken(req, gen, writer)
@@ -231,7 +232,12 @@ async def _end_broken(req: Request, gen: Generation, writer: StreamWriter | None
 
 
 async def drive_stream(
-    req: Request, state: AppState, gen: Generation, writer: StreamWriter, headers: dict[str, str]
+    req: Request,
+    state: AppState,
+    gen: Generation,
+    writer: StreamWriter,
+    headers: dict[str, str],
+    content_type: str = SSE_CONTENT_TYPE,
 ) -> None:
     # a door whose keep-alive is an event of its own (Messages: `ping`, from `keepalive_tick`) sends no comment
     keepalive = (
@@ -300,7 +306,7 @@ async def drive_stream(
                 else:
                     data, failure = frames_of(item)  # type: ignore[arg-type]
                 if head is not None:
-                    await req.start(200, SSE_CONTENT_TYPE, head, first + data)
+                    await req.start(200, content_type, head, first + data)
                     head, first = None, b""
                 elif data:
                     await req.write(data)
@@ -318,7 +324,7 @@ async def drive_stream(
             return
         failure = Failed("upstream_error", exc.message, gen.relay.provider or "")
     if head is not None:  # never left unsent, though the relay always hands an item after `Committed`
-        await req.start(200, SSE_CONTENT_TYPE, head, first)
+        await req.start(200, content_type, head, first)
     await gen.recorder.estimate_off_loop()  # the ending may carry an estimate: never counted on the loop
     if failure is None:
         final = writer.finish()
