@@ -277,6 +277,39 @@ def _messages_markdown() -> list[str]:
     return [*lines, "", *MESSAGES_NOTES]
 
 
+# The Gemini door (`/v1beta/models/{model}:generateContent`, docs/agents.md): a `gemini` route takes the
+# body as sent; the other kinds get the canonical request (server/gemini_door_request.py).
+GEMINI_ROWS = (
+    ("`contents` (text, image `inlineData`, `functionCall`, `functionResponse`), `systemInstruction`", "translated"),
+    ("`tools[].functionDeclarations`, `toolConfig.functionCallingConfig` (`AUTO`, `NONE`, `ANY`)", "translated"),
+    ("`generationConfig`: `maxOutputTokens`, `temperature`, `topP`, `stopSequences`, `seed`", "translated"),
+    ("`generationConfig.thinkingConfig`, `responseMimeType` + `responseSchema` / `responseJsonSchema`", "translated"),
+    ("`thoughtSignature` tidegate wrote (a route's own thinking)", "translated (replayed)"),
+    ("`safetySettings` with `BLOCK_NONE` / `OFF`, `labels`", "hint"),
+    (
+        "hosted tools (`googleSearch`, `codeExecution`, ...), a stricter `safetySettings` threshold,"
+        " `cachedContent`, `topK` and other `generationConfig` fields, `fileData`, non-image `inlineData`",
+        "refused by name",
+    ),
+)
+
+
+def _gemini_markdown() -> list[str]:
+    lines = [
+        "",
+        "## The Gemini door",
+        "",
+        "`POST /v1beta/models/{model}:generateContent` and `:streamGenerateContent` ([agents.md](agents.md)):",
+        "a route of kind `gemini` gets the body as sent and its chunks pass through; every other kind gets",
+        "the request translated, and the table above applies to what it became. A refusal is `400` in",
+        "Google's error shape (`INVALID_ARGUMENT`, reason `UNSUPPORTED_PARAMETER`) naming the field's place.",
+        "",
+        "| field | `gemini` | `openai`, `anthropic`, `bedrock`, `vertex`, `local` |",
+        "|---|---|---|",
+    ]
+    return lines + [f"| {name} | as sent | {others} |" for name, others in GEMINI_ROWS]
+
+
 def refusal_message(field: str, provider: str, kind: str) -> str:
     return (
         f"'{field}' is not supported by provider {provider!r} (kind {kind!r}); tidegate refuses it rather"
@@ -324,6 +357,7 @@ def table_markdown() -> str:
         "`prompt_tokens`, and the record prices them at the model's `pricing.cache_read` and",
         "`pricing.cache_write` (docs/configuration.md).",
         *_messages_markdown(),
+        *_gemini_markdown(),
     ]
     return "\n".join(lines) + "\n"
 
