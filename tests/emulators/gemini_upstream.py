@@ -14,7 +14,10 @@ Scenario per request: `[[name]]` in the last user turn's text, else `--name` at 
 id, else `text`. Scenarios: text, thinking, tools (text, then two parallel calls), error (an error
 chunk after a partial answer), safety (stopped mid-answer),
 blocked (the prompt blocked: no candidates), truncated (no finishReason), malformed
-(MALFORMED_FUNCTION_CALL), 400/429/500 (HTTP errors before the body). Every request is recorded.
+(MALFORMED_FUNCTION_CALL), 400/429/500 (HTTP errors before the body), readfile (Gemini CLI's
+`read_file` called with `{"file_path"}` on the `.txt` path the user turns name; once the last user turn
+is its `functionResponse`, the text `Tool said: <the line with READ_MARKER>` of its `output`). Every
+request is recorded.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+
+from emulators.anthropic_upstream import read_answer, read_path
 
 THOUGHT = "Let me think about it."
 SIGNATURE = "c2lnbmF0dXJlLWVtdQ=="
@@ -102,6 +107,19 @@ def _script(name: str) -> list[dict[str, Any]]:
         _chunk([{"text": " from Gemini."}]),
         _chunk([{"text": ""}], "STOP", USAGE),
     ]
+
+
+def readfile_chunks(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """`readfile`: a call of `read_file`, then, after its functionResponse, what it returned."""
+    contents = body.get("contents") or []
+    last = contents[-1].get("parts") or [] if contents else []
+    answered = [p["functionResponse"] for p in last if isinstance(p, dict) and "functionResponse" in p]
+    if answered:
+        output = str((answered[0].get("response") or {}).get("output", ""))
+        return [_chunk([{"text": "Tool said: "}]), _chunk([{"text": read_answer(output)}], "STOP", USAGE)]
+    texts = [str(p.get("text") or "") for c in contents if c.get("role") == "user" for p in c.get("parts") or []]
+    call = {"functionCall": {"name": "read_file", "args": {"file_path": read_path(texts)}}}
+    return [_chunk([call], "STOP", USAGE)]
 
 
 def vector_for(text: str, dims: int) -> list[float]:
@@ -211,7 +229,8 @@ class GeminiEmulator:
             return self._error(int(scenario), gstatus, f"emulated {gstatus}")
         response = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await response.prepare(request)
-        for chunk in scenario_chunks(scenario, model):
+        chunks = readfile_chunks(body) if scenario == "readfile" else scenario_chunks(scenario, model)
+        for chunk in chunks:
             if "pause_s" in chunk:
                 await asyncio.sleep(chunk["pause_s"])
                 continue

@@ -6,7 +6,9 @@ CLI's shell tool) with `{"cmd": SHELL_COMMAND}`, its arguments in two pieces; af
 the text `Tool said: <the result's last line>` (Codex puts the command's output last). Scenario
 `calltools`: the same, calling every tool of the request once with `{}`. Scenario `readfile`: Claude
 Code's `Read` on the `.txt` path the prompt names, then `Tool said: <the file's line with
-READ_MARKER>`. Any other scenario is the base emulator's.
+READ_MARKER>`. Scenario `read_file`: the same with Gemini CLI's `read_file` (`{"file_path"}`; its result
+`{"output": <the file>}` as the Gemini door translates a functionResponse). Any other scenario is the
+base emulator's.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ def _read_result(body: dict[str, Any]) -> str | None:
 class AgentOpenAIUpstream(OpenAIUpstream):
     def _readfile_chunks(self, rec: Recorded, model: str) -> list[bytes]:
         result = _read_result(rec.body)
+        if result is not None and rec.scenario == "read_file":  # a functionResponse's `response` as JSON
+            result = str(json.loads(result).get("output"))
         if result is not None:
             return [
                 self._chunk(rec, model, {"role": "assistant", "content": "Tool said: "}),
@@ -55,7 +59,8 @@ class AgentOpenAIUpstream(OpenAIUpstream):
             if m.get("role") == "user":
                 texts += [content] if isinstance(content, str) else [str(p.get("text", "")) for p in content or []]
         args = json.dumps({"file_path": read_path(texts)})
-        call = {"index": 0, "id": "call_emu_read", "type": "function", "function": {"name": "Read", "arguments": ""}}
+        fn = {"name": "read_file" if rec.scenario == "read_file" else "Read", "arguments": ""}
+        call = {"index": 0, "id": "call_emu_read", "type": "function", "function": fn}
         return [
             self._chunk(rec, model, {"role": "assistant", "content": None, "tool_calls": [call]}),
             self._chunk(rec, model, {"tool_calls": [{"index": 0, "function": {"arguments": args[:9]}}]}),
@@ -98,10 +103,11 @@ class AgentOpenAIUpstream(OpenAIUpstream):
         arg: float | None,
         model: str,
     ) -> None:
-        if scenario not in ("shell", "calltools", "readfile"):
+        if scenario not in ("shell", "calltools", "readfile", "read_file"):
             await super()._play(request, response, rec, scenario, arg, model)
             return
-        chunks = self._readfile_chunks(rec, model) if scenario == "readfile" else self._shell_chunks(rec, model)
+        reads = scenario in ("readfile", "read_file")
+        chunks = self._readfile_chunks(rec, model) if reads else self._shell_chunks(rec, model)
         for payload in chunks:
             await self._send(request, response, rec, payload)
         if self._include_usage(rec):
