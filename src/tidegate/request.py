@@ -69,10 +69,12 @@ class GeminiExtras:
     `body` is the `generateContent` body as sent: a provider of kind `gemini` gets it untouched (its
     chunks pass through). `only` holds what only such a provider can honour (a field, a part or a
     tool by its place): every other route refuses the request by the first one's name
-    (providers/fidelity.py)."""
+    (providers/fidelity.py). `dropped` names the sampling fields other routes leave out, saying so
+    in `X-Tidegate-Dropped` (`topK`: no other API has it, and Gemini CLI sends it on every request)."""
 
     body: dict[str, Any]
     only: dict[str, Any] = field(default_factory=dict)
+    dropped: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

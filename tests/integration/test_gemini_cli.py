@@ -43,21 +43,6 @@ SETTINGS = {
     "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False, "maxAttempts": 1},
     "privacy": {"usageStatisticsEnabled": False},
     "telemetry": {"enabled": False},
-    # the preset a model the CLI does not know gets, less `topK: 64`, which a translated route refuses
-    "modelConfigs": {
-        "customAliases": {
-            "chat-base": {
-                "extends": "base",
-                "modelConfig": {
-                    "generateContentConfig": {
-                        "thinkingConfig": {"includeThoughts": True},
-                        "temperature": 1,
-                        "topP": 0.95,
-                    }
-                },
-            }
-        }
-    },
 }
 
 

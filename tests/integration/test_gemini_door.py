@@ -163,6 +163,7 @@ def test_a_gemini_route_gets_the_body_as_sent_and_its_chunks_back_untouched(
     r = post(server, "/v1beta/models/google%2Fgemini-flash:streamGenerateContent?alt=sse", body)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
     assert r.headers["x-provider"] == "gemini" and is_ulid(r.headers["x-generation-id"])
+    assert "x-tidegate-dropped" not in r.headers  # topK went as sent
     rec = next(x for x in gemini.requests if mark in repr(x.body))
     assert rec.body == body and rec.model == "gemini-2.5-flash"
     expected = [orjson.dumps(c) for c in scenario_chunks("thinking", "gemini-2.5-flash")]
@@ -190,6 +191,10 @@ def test_what_only_a_gemini_route_honours_is_refused_by_name_elsewhere(server: S
     strict = {"safetySettings": [{"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_ONLY_HIGH"}]}
     r = post(server, "/v1beta/models/gpt:generateContent", {**user("hi"), **strict})
     assert r.status_code == 400 and "safetySettings[0].threshold" in r.json()["error"]["message"]
+    # topK (Gemini CLI sends 64 on every request): left out of a translated route, and said so
+    sampled = {"generationConfig": {"topK": 64, "temperature": 1}}
+    r = post(server, "/v1beta/models/gpt:generateContent", {**user("hi"), **sampled})
+    assert r.status_code == 200 and r.headers["x-tidegate-dropped"] == "generationConfig.topK"
 
 
 def test_keys_errors_and_identity_in_googles_shape(server: ServerProcess) -> None:

@@ -313,7 +313,7 @@ class Relay:
                             self.attempts,
                             tuple(self.failures),
                             self.settings.regions.get(provider.name),
-                            dropped_tools(self.request, getattr(provider, "responses", False)),
+                            dropped_tools(self.request, getattr(provider, "responses", False), provider.kind),
                         )
                     last_keepalive = now
                     yield KEEPALIVE
@@ -360,7 +360,7 @@ class Relay:
                         self.attempts,
                         tuple(self.failures),
                         self.settings.regions.get(provider.name),
-                        dropped_tools(self.request, getattr(provider, "responses", False)),
+                        dropped_tools(self.request, getattr(provider, "responses", False), provider.kind),
                     )
                 for i, event in enumerate(batch):
                     if isinstance(event, Failed):

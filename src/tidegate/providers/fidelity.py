@@ -203,9 +203,13 @@ def refused_field(kind: str, request: GenerationRequest, responses: bool = False
     return None
 
 
-def dropped_tools(request: GenerationRequest, responses: bool) -> tuple[str, ...]:
-    """The hosted tools a route leaves out of `request` (the model's `drop_hosted_tools`): every one,
-    on a route that does not speak the Responses API."""
+def dropped_tools(request: GenerationRequest, responses: bool, kind: str = "") -> tuple[str, ...]:
+    """What a route of `kind` leaves out of `request`, for `X-Tidegate-Dropped`: the hosted tools (the
+    model's `drop_hosted_tools`), every one, on a route that does not speak the Responses API; the
+    Gemini door's `dropped` sampling fields on a route that is not `gemini`."""
+    gemini = request.gemini_api
+    if gemini is not None and gemini.dropped and kind != "gemini":
+        return gemini.dropped
     extras = request.responses
     if extras is None or (responses and extras.body) or not extras.drop_hosted:
         return ()
@@ -286,9 +290,10 @@ GEMINI_ROWS = (
     ("`generationConfig.thinkingConfig`, `responseMimeType` + `responseSchema` / `responseJsonSchema`", "translated"),
     ("`thoughtSignature` tidegate wrote (a route's own thinking)", "translated (replayed)"),
     ("`safetySettings` with `BLOCK_NONE` / `OFF`, `labels`", "hint"),
+    ("`generationConfig.topK`", "left out, named in `X-Tidegate-Dropped`"),
     (
         "hosted tools (`googleSearch`, `codeExecution`, ...), a stricter `safetySettings` threshold,"
-        " `cachedContent`, `topK` and other `generationConfig` fields, `fileData`, non-image `inlineData`",
+        " `cachedContent`, other `generationConfig` fields, `fileData`, non-image `inlineData`",
         "refused by name",
     ),
 )

@@ -57,6 +57,10 @@ NEUTRAL_CONFIG: dict[str, tuple[Any, ...]] = {
     "responseModalities": (["TEXT"], ["text"], []),
     "enableEnhancedCivicAnswers": (False,),
 }
+# sampling fields no other API has room for: a route that is not `gemini` leaves them out and says so
+# in `X-Tidegate-Dropped` (Gemini CLI sends `topK: 64` on every request: refusing it would refuse
+# every translated route)
+DROPPED_CONFIG = frozenset({"topK"})
 READ_CONFIG = frozenset(
     {
         "maxOutputTokens",
@@ -362,13 +366,18 @@ def _number(config: dict[str, Any], name: str, lo: float, hi: float) -> float | 
     return float(value)
 
 
-def _generation(config: Any, request: GenerationRequest, only: dict[str, Any]) -> None:
+def _generation(config: Any, request: GenerationRequest, only: dict[str, Any]) -> tuple[str, ...]:
+    """The generation settings into `request`; what only a `gemini` route honours into `only`;
+    returns the sampling fields other routes leave out (`DROPPED_CONFIG`)."""
     if config is None:
-        return
+        return ()
     if not isinstance(config, dict):
         raise InvalidRequest("'generationConfig' must be an object")
     config = _camel(config)
+    dropped = tuple(f"generationConfig.{n}" for n in DROPPED_CONFIG if config.get(n) is not None)
     for name, value in config.items():
+        if name in DROPPED_CONFIG:
+            continue
         if name not in READ_CONFIG and value is not None and value not in NEUTRAL_CONFIG.get(name, ()):
             only[f"generationConfig.{name}"] = value  # topK, logprobs, speechConfig, ...: no canonical field
     tokens = config.get("maxOutputTokens")
@@ -387,6 +396,7 @@ def _generation(config: Any, request: GenerationRequest, only: dict[str, Any]) -
     request.seed = seed
     request.reasoning = _thinking(config)
     request.response_format = _response_format(config, only)
+    return dropped
 
 
 def _safety(body: dict[str, Any], only: dict[str, Any]) -> None:
@@ -434,6 +444,6 @@ def parse_gemini_request(body: Any, model: str, stream: bool) -> GenerationReque
         provider=parse_provider_prefs(body.get("provider")),
     )
     request.tool_choice = _tool_choice(body, only) if tools else None
-    _generation(body.get("generationConfig"), request, only)
-    request.gemini_api = GeminiExtras(body=sent, only=only)
+    dropped = _generation(body.get("generationConfig"), request, only)
+    request.gemini_api = GeminiExtras(body=sent, only=only, dropped=dropped)
     return request
