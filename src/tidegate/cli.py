@@ -12,7 +12,8 @@ from typing import Any, TypeVar
 import click
 
 from .cli_keys import keys
-from .config import Config, load_config
+from .config import Config
+from .config_load import load_config
 from .errors import ConfigError
 from .keys import make_key
 from .server.workers import Supervisor, claim_port, reuse_port_supported

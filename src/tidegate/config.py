@@ -409,8 +409,6 @@ TABLES: dict[str, type[Struct]] = {
     "mcp": McpConfig,
 }
 
-from .config_load import default_config_text, load_config, load_text, parse_config  # noqa: E402  (re-exported)
-
 __all__ = [
     "PROVIDER_KINDS",
     "Breaker",
@@ -423,8 +421,4 @@ __all__ = [
     "ServerConfig",
     "ServerTool",
     "StoreConfig",
-    "default_config_text",
-    "load_config",
-    "load_text",
-    "parse_config",
 ]

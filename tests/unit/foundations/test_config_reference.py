@@ -13,7 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from tidegate.cli import main
-from tidegate.config import TABLES, default_config_text, load_text, parse_config
+from tidegate.config import TABLES
+from tidegate.config_load import default_config_text, load_text, parse_config
 from tidegate.config_reference import BEGIN, END, reference, schema, schema_text
 from tidegate.errors import ConfigError
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tidegate.config import parse_config
+from tidegate.config_load import parse_config
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.server.chat_request import parse_chat_request
 from tidegate.server.embeddings_request import parse_embedding_request
