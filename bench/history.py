@@ -3,12 +3,13 @@
     .venv/bin/python bench/history.py            # a markdown table, oldest first
     .venv/bin/python bench/history.py --since 2026-12-03
 
-A full run is a `bench/run.py` result of every scenario (not `--quick`, not a partial `--scenarios`
-run). Figures are tidegate's, added to direct (`+` ms) or against direct / the in-memory store (`×`),
-with the plain relay's beside them where the run had it (`tidegate / relay`). "Emulator µs" is the
-emulator's own CPU per request in the cost scenario: the same code on the same core, so it says how
-fast the hour was (65–120 µs in the runs so far; the budgets that move with the hour are the TTFT
-ones). "Missed" lists the budgets a run did not meet. Reads the JSON files only; runs nothing.
+A full run is a `bench/run.py` result of every scenario of issue 7's set or of issue 52's (`make
+bench` since 2026-12-07; not `--quick`, not a partial `--scenarios` run). Figures are tidegate's,
+added to direct (`+` ms) or against direct / the in-memory store / the plain relay (`×`), with the
+plain relay's beside them where the run had it (`tidegate / relay`). "Emulator µs" is the emulator's
+own CPU per request in the cost scenario: the same code on the same core, so it says how fast the
+hour was (65–120 µs in the runs so far; the budgets that move with the hour are the TTFT ones).
+"Missed" lists the budgets a run did not meet. Reads the JSON files only; runs nothing.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
+# a full run of issue 7's scenarios (until 2026-12-05), or of issue 52's (`make bench` since)
 FULL = {"capacity", "ttft", "gaps", "cost", "pace", "throughput", "complete", "store"}
+FULL_52 = {"capacity", "ttft", "burst", "gaps", "throughput", "newstreams", "cost", "deployed", "rss"}
 
 Row = dict[str, Any]
 
@@ -63,11 +66,18 @@ def _store(rows: list[Row], variant: str) -> str:
 
 
 def _per_stream(rows: list[Row]) -> str:
-    row = _row(rows, "cost", "", "CPU per request")
+    # issue 7's runs: the cost scenario's, at 256 in flight; issue 52's: one-chunk streams, closed loop
+    row = _row(rows, "cost", "", "CPU per request") or _row(rows, "newstreams", "", "CPU per new stream")
     tidegate, relay = _value(row, "tidegate"), _value(row, "relay")
     if tidegate is None:
         return "—"
     return f"{tidegate:,.0f}" + (f" / {relay:,.0f}" if relay is not None else "")
+
+
+def _of_relay(rows: list[Row], scenario: str, variant: str, metric: str) -> str:
+    row = _row(rows, scenario, variant, metric)
+    tidegate, relay = _value(row, "tidegate"), _value(row, "relay")
+    return "—" if tidegate is None or not relay else f"×{tidegate / relay:.2f}"
 
 
 def _emulator(rows: list[Row]) -> str:
@@ -86,6 +96,10 @@ def _missed(rows: list[Row]) -> str:
         ("store", "passthrough"): "store streams",
         ("store", "non-stream"): "store non-stream",
         ("scale", ""): "workers",
+        ("burst", ""): "burst",
+        ("newstreams", ""): "CPU/new stream",
+        ("deployed", ""): "as deployed",
+        ("rss", ""): "RSS",
     }
     missed: list[str] = []
     for row in rows:
@@ -108,6 +122,8 @@ COLUMNS: list[tuple[str, Callable[[list[Row]], str]]] = [
     ("store streams (≥ ×0.95)", lambda r: _store(r, "passthrough")),
     ("store non-stream (≥ ×0.95)", lambda r: _store(r, "non-stream")),
     ("CPU µs per new stream", _per_stream),
+    ("burst 1,000 TTFT p99 ÷ relay (≤ 1.3)", lambda r: _of_relay(r, "burst", "c=1000", "TTFT p99")),
+    ("CPU per new stream ÷ relay (≤ 1.2)", lambda r: _of_relay(r, "newstreams", "", "CPU per new stream")),
     ("missed", _missed),
 ]
 
@@ -119,7 +135,8 @@ def full_runs(since: str) -> list[tuple[str, dict[str, Any]]]:
             continue
         data = json.loads(path.read_text())
         meta = data.get("meta", {})
-        if meta.get("quick") or not FULL <= set(meta.get("scenarios", ())):
+        scenarios = set(meta.get("scenarios", ()))
+        if meta.get("quick") or not (FULL <= scenarios or FULL_52 <= scenarios):
             continue
         runs.append((path.stem, data))
     return runs

@@ -37,7 +37,7 @@ ALL = (
     "capacity", "ttft", "burst", "gaps", "throughput", "newstreams", "cost", "pace", "complete",
     "deployed", "store", "scale", "rss",
 )  # fmt: skip
-DEFAULT = ("capacity", "ttft", "burst", "gaps", "throughput", "newstreams", "deployed", "rss")
+DEFAULT = ("capacity", "ttft", "burst", "gaps", "throughput", "newstreams", "cost", "deployed", "rss")
 MAIN = ("capacity", "ttft", "burst", "gaps", "throughput", "newstreams", "cost", "pace", "complete")
 KEEPALIVE_S = 0.75  # the capacity scenario's: every silent second of its 1-chunk-a-second streams has one
 SHAPES = ["bench-1x0", "bench-1x20", "bench-20x0", "bench-50x20", "bench-64x20", "bench-2000x1", "bench-2000x0"]

@@ -193,8 +193,8 @@ def both(a: bool | None, b: bool | None) -> bool | None:
     return None if a is None or b is None else a and b
 
 
-def added(vals: dict[str, float | None], who: str = "tidegate") -> float | None:
-    a, d = vals.get(who), vals.get("direct")
+def added(vals: dict[str, float | None], who: str = "tidegate", base: str = "direct") -> float | None:
+    a, d = vals.get(who), vals.get(base)
     return None if a is None or d is None else a - d
 
 
@@ -230,8 +230,8 @@ def ttft(ctx: Ctx) -> list[Row]:
         )
         r50 = Row("ttft", v, "TTFT p50", "ms", res["p50"])
         r99 = Row("ttft", v, "TTFT p99", "ms", res["p99"])
-        if c == 1:
-            r50.budget, r50.ok = "added ≤ 1 ms", check(added(res["p50"]), 1.0)
+        if c == 1:  # issue 52: what tidegate adds over the floor relay of the same run
+            r50.budget, r50.ok = "≤ relay + 1 ms", check(added(res["p50"], base="relay"), 1.0)
         rows += [r50, r99]
     # The budget's "p99 at 256 concurrent streams": 256 in flight, arrivals spread over a stream's
     # lifetime (1 s), the ramp-up wave untimed.
@@ -244,9 +244,9 @@ def ttft(ctx: Ctx) -> list[Row]:
         {"p50": _p("ttft_ms", "p50"), "p99": _p("ttft_ms", "p99")},
         lambda t: load(ctx, t, "ttft", v, shape, timeout=180, **plan),
     )
+    # issue 7's "added ≤ 5 ms" here moved with the hour more than with the code; issue 52 judges the
+    # tails at 200 and 1,000 streams against the relay instead (`burst`)
     r99 = Row("ttft", v, "TTFT p99", "ms", res["p99"])
-    r99.budget = "added ≤ 5 ms at c=256" + (" (quick: checked at c=64)" if top != 256 else "")
-    r99.ok = check(added(res["p99"]), 5.0)
     return [*rows, Row("ttft", v, "TTFT p50", "ms", res["p50"]), r99]
 
 
@@ -268,8 +268,8 @@ def gaps(ctx: Ctx) -> list[Row]:
         )
         r99 = Row("gaps", v, "chunk gap p99", "ms", res["p99"])
         if how is plan:
-            r99.budget = "added ≤ 2 ms and ≤ 1.3 × relay at c=256" + (" (quick: c=64)" if ctx.quick else "")
-            r99.ok = both(check(added(res["p99"]), 2.0), check(ratio(res["p99"], "tidegate", "relay"), 1.3))
+            r99.budget = "≤ 1.3 × relay" + (" (quick: c=64)" if ctx.quick else "")
+            r99.ok = check(ratio(res["p99"], "tidegate", "relay"), 1.3)
         rows += [Row("gaps", v, "chunk gap p50", "ms", res["p50"]), r99]
     return rows
 
@@ -290,13 +290,14 @@ def pace(ctx: Ctx) -> list[Row]:
 
 
 def throughput(ctx: Ctx) -> list[Row]:
-    """CPU per chunk against the relay's at the same concurrency: passthrough ≤ 1.2 ×, translated
-    (which the relay cannot do: its passthrough figure is the floor) ≤ 2 ×."""
+    """Unpaced streams: chunks/s and CPU per chunk (issue 7's budgets). Not judged against the relay:
+    it copies whatever one read brought (hundreds of chunks of an unpaced stream in one write) where
+    tidegate parses every event, so its figure here is the batching, not a floor; `cost` measures
+    paced chunks, one read each, which is what issue 52's ratio is judged on."""
     rows: list[Row] = []
     shape = "bench-2000x0"
     levels = [(1, 1), (4, 4)] if ctx.quick else [(1, 4), (16, 16), (64, 64)]
-    floor: dict[int, float | None] = {}
-    for route, limit, of_floor in (("openai", 30.0, 1.2), ("anthropic", 50.0, 2.0)):
+    for route, limit in (("openai", 30.0), ("anthropic", 50.0)):
         kind = "passthrough" if route == "openai" else "translated (Anthropic → OpenAI)"
         for c, n in levels:
             v = f"{kind}, c={c}, 2000 chunks unpaced"
@@ -313,22 +314,9 @@ def throughput(ctx: Ctx) -> list[Row]:
             d, tg = res["cps"].get("direct"), res["cps"].get("tidegate")
             if d and tg and tg >= 0.9 * d:
                 cps.note = "within 10 % of the emulator's direct ceiling"
-            cpu = Row(
-                "throughput",
-                v,
-                "CPU per chunk (direct: emulator's)",
-                "µs",
-                res["cpu"],
-                compare="ratio",
-                budget=f"≤ {limit:g} µs and ≤ {of_floor:g} × relay's passthrough",
-            )
-            if route == "openai":
-                floor[c] = res["cpu"].get("relay")
-            own, relay = res["cpu"].get("tidegate"), floor.get(c)
-            of_relay = own / relay if own is not None and relay else None
-            if route != "openai" and of_relay is not None:
-                cpu.note = f"÷ the relay's passthrough {relay:.2f} µs: ×{of_relay:.2f}"
-            ok = both(check(own, limit), check(of_relay, of_floor))
+            cpu = Row("throughput", v, "CPU per chunk (direct: emulator's)", "µs", res["cpu"], compare="ratio")
+            cpu.budget = f"≤ {limit:g} µs and LiteLLM/tidegate ≥ 30×"
+            ok = check(res["cpu"].get("tidegate"), limit)
             lt = ratio(res["cpu"], "litellm", "tidegate")
             if ok is not None and lt is not None:
                 ok = ok and lt >= 30.0
@@ -341,33 +329,44 @@ def cost(ctx: Ctx) -> list[Row]:
     """Where a gateway's CPU goes at the 256-stream load: the same arrivals (256 in flight, 256 new/s)
     once with 1 paced chunk per stream and once with 50. CPU per request = the 1-chunk run's gateway
     CPU / streams; CPU per paced chunk = (50-chunk CPU − 1-chunk CPU) / (streams × 49). The direct
-    column is the emulator's own."""
+    column is the emulator's own. Passthrough and translated; issue 52's budgets: per paced chunk
+    ≤ 1.2 × the relay's passthrough, translated ≤ 2 × (the relay cannot translate)."""
     n = 256 if ctx.quick else 768
-    v = f"{n} streams, 256 in flight, 256 new/s, 1 vs 50 chunks @ 20 ms"
+    rows: list[Row] = []
+    floor: float | None = None
+    for route, limit in (("openai", 1.2), ("anthropic", 2.0)):
+        kind = "passthrough" if route == "openai" else "translated"
+        v = f"{kind}, {n} streams, 256 in flight, 256 new/s, 1 vs 50 chunks @ 20 ms"
+        res = collect(
+            ctx,
+            "cost",
+            v,
+            {"req": lambda o: o["per_request_us"], "chunk": lambda o: o["per_chunk_us"]},
+            lambda t, v=v, route=route: _cost_run(ctx, t, v, route, n),
+        )
+        chunk = Row("cost", v, "CPU per paced chunk (direct: emulator's)", "µs", res["chunk"], compare="ratio")
+        if route == "openai":
+            floor = res["chunk"].get("relay")
+        own = res["chunk"].get("tidegate")
+        chunk.budget = f"≤ {limit:g} × relay's passthrough"
+        chunk.ok = check(own / floor if own is not None and floor else None, limit)
+        if route != "openai" and own is not None and floor:
+            chunk.note = f"÷ the relay's passthrough {floor:.1f} µs: ×{own / floor:.2f}"
+        rows += [Row("cost", v, "CPU per request (direct: emulator's)", "µs", res["req"], compare="ratio"), chunk]
+    return rows
 
+
+def _cost_run(ctx: Ctx, t: Target, v: str, route: str, n: int) -> dict[str, Any] | None:
     def cpu_of(out: dict[str, Any]) -> float:
         w = out["watch"].get("gw") or out["watch"]["emu"]
         return float(w["cpu_s"])
 
-    def run_one(t: Target) -> dict[str, Any] | None:
-        one = load(ctx, t, "cost", v + " (1 chunk)", "bench-1x20", concurrency=256, requests=n, ramp=256.0)
-        many = load(ctx, t, "cost", v + " (50 chunks)", "bench-50x20", concurrency=256, requests=n, ramp=256.0)
-        if one is None or many is None:
-            return None
-        c1, c50 = cpu_of(one), cpu_of(many)
-        return {"per_request_us": c1 * 1e6 / n, "per_chunk_us": max(0.0, c50 - c1) * 1e6 / (n * 49)}
-
-    res = collect(
-        ctx,
-        "cost",
-        v,
-        {"req": lambda o: o["per_request_us"], "chunk": lambda o: o["per_chunk_us"]},
-        run_one,
-    )
-    return [
-        Row("cost", v, "CPU per request (direct: emulator's)", "µs", res["req"], compare="ratio"),
-        Row("cost", v, "CPU per paced chunk (direct: emulator's)", "µs", res["chunk"], compare="ratio"),
-    ]
+    one = load(ctx, t, "cost", v + " (1 chunk)", "bench-1x20", route, concurrency=256, requests=n, ramp=256.0)
+    many = load(ctx, t, "cost", v + " (50 chunks)", "bench-50x20", route, concurrency=256, requests=n, ramp=256.0)
+    if one is None or many is None:
+        return None
+    c1, c50 = cpu_of(one), cpu_of(many)
+    return {"per_request_us": c1 * 1e6 / n, "per_chunk_us": max(0.0, c50 - c1) * 1e6 / (n * 49)}
 
 
 def capacity_plan(quick: bool) -> tuple[int, float, int, str]:
