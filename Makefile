@@ -26,8 +26,10 @@ $(AGENTS)/node_modules/.package-lock.json: $(AGENTS)/package-lock.json
 
 install: $(STAMP) $(AGENTS)/node_modules/.package-lock.json
 
+# exec: the gateway is make's own child (no shell between them, whatever ARGS holds), so a signal
+# make passes on reaches it, and make reports the gateway's exit status: 0 after a clean stop
 serve: $(STAMP)
-	$(BIN)/tidegate serve $(ARGS)
+	exec $(BIN)/tidegate serve $(ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests $(wildcard bench)

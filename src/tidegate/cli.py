@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import os
+import signal
 import sys
 import time
+from types import FrameType
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import click
 
@@ -16,7 +19,7 @@ from .config import Config
 from .config_load import load_config
 from .errors import ConfigError
 from .keys import make_key
-from .server.workers import Supervisor, claim_port, reuse_port_supported
+from .server.workers import STARTUP_FAILURE, Supervisor, announcing_server, claim_port, reuse_port_supported
 from .store.open import open_store
 
 T = TypeVar("T")
@@ -47,17 +50,59 @@ async def _prepare_store(config: Config, loopback: bool) -> str | None:
         await store.prune(time.time() - config.store.retention_hours * 3600)
         if os.environ.get("TIDEGATE_MASTER_KEY") or await store.count_keys() > 0:
             return None
-        if not loopback:
+        if not loopback:  # a key printed on a public bind could end up in someone else's log
             click.echo(
-                "warning: no API key exists; run `tidegate keys create --name NAME` or set TIDEGATE_MASTER_KEY",
+                "warning: no API key exists and TIDEGATE_MASTER_KEY is not set: nothing can use this gateway;"
+                " set TIDEGATE_MASTER_KEY to a secret of your own (the admin key: console, `tidegate keys`)",
                 err=True,
             )
             return None
-        key, secret = make_key("default")
+        # an admin key: the one way in to the console, `tidegate keys` and the usage report without a
+        # master key (a plain key is refused there)
+        key, secret = make_key("admin")
+        key.admin = True
         await store.create_key(key)
         return secret
     finally:
         await store.close()
+
+
+def _base_url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def redacted_store_url(url: str) -> str:
+    """The store URL without its password or query (either may hold a credential)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = f"{parts.username or ''}:***@{netloc.rpartition('@')[2]}"
+    return f"{parts.scheme}://{netloc}{parts.path}"
+
+
+def _startup_line(config: Config, host: str, port: int) -> str:
+    source = config.source if config.source.startswith("<") else os.path.abspath(config.source)
+    base, store = _base_url(host, port), redacted_store_url(config.store.url)
+    return f"tidegate: serving {base} (config: {source}; store: {store}; console: {base}/ui)"
+
+
+def _print_first_key(secret: str, base: str) -> None:
+    """The first start's admin key, on stdout and never through the log (the one secret tidegate shows)."""
+    click.echo("No API key was configured; created an admin key for this gateway (shown only once):")
+    click.echo(secret)
+    click.echo(
+        f"It logs in to the console at {base}/ui, calls the API (export TIDEGATE_API_KEY=...) and manages keys:"
+        " tidegate keys create --name my-app --api-key ..."
+    )
+    sys.stdout.flush()
+
+
+def _stop_cleanly(signum: int, frame: FrameType | None) -> None:
+    """Exit 0 at once, as the default action would have died: no event loop teardown, whose
+    cancelling of what is left (client tasks of the store, say) can wait forever."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 @click.group()
@@ -75,6 +120,12 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
     """Start the gateway."""
     import uvicorn
 
+    # What a stop signal does outside the server's own handling: before it runs, it ends the start;
+    # after the server has stopped (the app's shutdown done), uvicorn raises the signal again for
+    # the handler it found, and with the default one the process would die of its own SIGTERM
+    # (exit status -15: `make: *** [serve] Terminated`)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _stop_cleanly)
     config = _load(config_path)
     if config_path:
         os.environ["TIDEGATE_CONFIG"] = os.path.abspath(config_path)
@@ -92,9 +143,7 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
     except ConfigError as exc:  # a schema newer than this version (store/schema.py)
         raise click.ClickException(str(exc)) from None
     if created is not None:
-        click.echo("No API key was configured; created one for this gateway (shown only once):")
-        click.echo(created)
-        sys.stdout.flush()
+        _print_first_key(created, _base_url(host, port))
     options: dict[str, Any] = {
         "app": "tidegate.server.factory:create_app",
         "factory": True,
@@ -106,12 +155,22 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
         "proxy_headers": False,  # nothing reads the client address or scheme: skip the per-request rewrite
         "server_header": False,  # no `server: uvicorn` on every answer (a header's two regex checks in uvicorn)
         "log_level": "warning",
-        # SIGTERM: streams get `drain_s` (server/drain.py), then a moment to write their endings
+        # a stop drains before the server's shutdown starts; a reload's hand-off (server/drain.py)
+        # drains during it, and its streams get `drain_s` and a moment to write their endings
         "timeout_graceful_shutdown": config.server.drain_s + 5,
     }
+    banner = _startup_line(config, host, port)
     if claimed is not None:
-        sys.exit(Supervisor(options, claimed, workers, config.server.worker_timeout_s).run())
-    uvicorn.run(host=host, port=port, workers=workers, **options)
+        supervisor = Supervisor(options, claimed, workers, config.server.worker_timeout_s, config.server.drain_s)
+        sys.exit(supervisor.run(banner))
+    if workers > 1:  # uvicorn's own multiprocess mode (no SO_REUSEPORT here)
+        click.echo(banner, err=True)
+        uvicorn.run(host=host, port=port, workers=workers, **options)
+        return
+    server = announcing_server(uvicorn.Config(host=host, port=port, **options), banner)
+    server.run()
+    if not server.started:
+        sys.exit(STARTUP_FAILURE)
 
 
 main.add_command(keys)

@@ -132,6 +132,13 @@ class ServerConfig(Struct, frozen=True, forbid_unknown_fields=True):
             ge=0,
         ),
     ] = 30.0
+    log_requests: Annotated[
+        bool,
+        doc(
+            "one log line per request when it ends (`tidegate.access`): method, path, status, generation id, key "
+            "name, model, provider, outcome, time to first token, duration, cost; never a body or a secret"
+        ),
+    ] = True
     breaker_failures: Annotated[
         int,
         doc(

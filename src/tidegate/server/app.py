@@ -11,7 +11,7 @@ from typing import Any
 
 from .. import metrics, tracing
 from ..config import Config
-from ..errors import MethodNotAllowed, NotFound, TidegateError, Unauthorized
+from ..errors import MethodNotAllowed, NoProviderAvailable, NotFound, TidegateError, Unauthorized
 from ..gateway.generation import Gateway
 from ..gateway.health import route_key
 from ..gateway.leases import Leases
@@ -20,7 +20,20 @@ from ..ids import new_ulid
 from ..keys import Authenticator, unusable
 from ..store.base import ApiKey, GenerationStore
 from ..store.open import open_store
-from . import chat, console, gemini_door, generations, heap, keys_admin, models, ops, replay, routes_admin, shortcuts
+from . import (
+    access_log,
+    chat,
+    console,
+    gemini_door,
+    generations,
+    heap,
+    keys_admin,
+    models,
+    ops,
+    replay,
+    routes_admin,
+    shortcuts,
+)
 from . import embeddings as embeddings_door
 from . import images as images_door
 from . import messages as messages_door
@@ -67,6 +80,27 @@ _ROUTES: list[tuple[str, re.Pattern[str], KeyedHandler]] = [
 ]
 
 
+# the endpoints that start a generation: a draining gateway refuses them (server/drain.py)
+_GENERATION_PATHS = frozenset(
+    {
+        "/v1/chat/completions",
+        "/v1/responses",
+        "/v1/messages",
+        "/api/v1/llm/responses",
+        "/v1/embeddings",
+        "/v1/images/generations",
+        "/api/v1/images/generations",
+    }
+)
+
+
+def _generates(path: str) -> bool:
+    if path in _GENERATION_PATHS:
+        return True
+    action = gemini_door.ACTION.match(path)
+    return action is not None and action["method"] in ("generateContent", "streamGenerateContent")
+
+
 def _route_label(path: str) -> str:
     """Low-cardinality route label: ids in paths are replaced."""
     if path.startswith("/api/v1/generations/"):
@@ -97,8 +131,16 @@ class TidegateApp:
             leases=Leases(store, gateway.instance, config.server.lease_ttl_s),
         )
         self.bodies = UnfinishedBodies()
-        self.drain = Drain(config.server.drain_s, self._not_ready, gateway.interrupt_all)
         self.hosts = HostCheck(config.server.allowed_hosts)
+        self.in_flight = 0  # API requests let in and not yet answered to the end: what the drain waits for
+        self.drain = Drain(
+            config.server.drain_s,
+            self._not_ready,
+            gateway.interrupt_all,
+            lambda: len(gateway.running),
+            lambda: self.in_flight,
+        )
+        self._access_log = config.server.log_requests
 
     def _not_ready(self) -> None:
         self.state.ready = False
@@ -110,6 +152,10 @@ class TidegateApp:
         if scope["type"] != "http":
             return
         req = Request.from_scope(scope, receive, send)
+        # a probe, a console page or a refused generation is over at once: only the rest holds a drain
+        holds_drain = req.path.startswith(("/v1/", "/v1beta/", "/api/v1/")) and not self._refused(req.path)
+        self.in_flight += holds_drain
+        started = time.perf_counter()
         try:
             await self._dispatch(req)
         except TidegateError as exc:
@@ -123,7 +169,13 @@ class TidegateApp:
                     {"error": {"code": "internal_error", "message": "internal error", "type": "server_error"}},
                 )
         finally:
+            self.in_flight -= holds_drain
             metrics.HTTP_REQUESTS.labels(_route_label(req.path), str(req.status)).inc()
+            if self._access_log:
+                access_log.write(req, time.perf_counter() - started)
+
+    def _refused(self, path: str) -> bool:
+        return self.drain.refusing and _generates(path)
 
     async def _dispatch(self, req: Request) -> None:
         path = req.path
@@ -134,11 +186,17 @@ class TidegateApp:
             elif gemini_door.wants_gemini_shape(req):  # Google's, on the Gemini door
                 req.error_shape = gemini_door.gemini_error
         self.hosts.check(req)  # the endpoints without a key answer only to allowed Host names
+        if self._refused(path):
+            raise NoProviderAvailable(
+                "this gateway is shutting down and starts no new generation: send it to another instance",
+                code="shutting_down",
+                retry_after=1,
+            )
         if path == "/healthz":
             await ops.healthz(req)
             return
         if path == "/readyz":
-            await ops.readyz(req, self.state)
+            await ops.readyz(req, self.state, self.drain.draining)
             return
         if path == "/metrics":
             if not ops.on_loopback(req):  # docs/api.md §14: no key on a loopback bind, a key otherwise
@@ -180,6 +238,11 @@ class TidegateApp:
         raise NotFound(f"no endpoint {req.method} {path}")
 
     async def _authenticate(self, req: Request) -> ApiKey:
+        key = await self._key_of(req)
+        req.scope[access_log.KEY_NAME] = key.name
+        return key
+
+    async def _key_of(self, req: Request) -> ApiKey:
         header = req.header("authorization")
         if header is None and req.error_shape is not None and (api_key := req.header("x-api-key")):
             header = f"Bearer {api_key}"  # Anthropic's own key header, on the Messages door (docs/agents.md)

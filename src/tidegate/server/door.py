@@ -27,6 +27,7 @@ from ..gateway.relay import KEEPALIVE
 from ..request import GenerationRequest
 from ..sse import encode_comment
 from ..store.base import ApiKey
+from . import access_log
 from .disconnect import DisconnectWatch
 from .http import Request
 from .idempotency import SSE_CONTENT_TYPE, answer_existing, idempotency_key, request_hash, resume_ended
@@ -157,6 +158,7 @@ async def running(req: Request, state: AppState, gen: Generation | EmbeddingGene
     """Every generation door's lifetime around its driver: the key's X-RateLimit-* on the answer, a
     keyless request cancelled when its client goes away (docs/api.md §7), and, however the driver ends,
     the generation released and never left running."""
+    req.scope[access_log.RECORD] = gen.record  # final when the request ends: its access-log line
     ticket = gen.recorder.ticket
     if ticket is not None and ticket.headers:
         req.extra_headers = ticket.headers

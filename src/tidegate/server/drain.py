@@ -1,15 +1,26 @@
-"""Rolling restarts (docs/api.md §10): on SIGTERM or SIGINT, stop being ready and drain.
+"""Rolling restarts (docs/api.md §10): on SIGTERM or SIGINT, stop being ready, drain, then stop.
 
-The server's own handler still runs (it stops accepting and waits for the open connections, up to
-its graceful-shutdown timeout, which `tidegate serve` sets above `drain_s`); before it, this one
-turns `/readyz` to 503 at once and starts the drain clock. Running streams get `[server] drain_s` to
-finish; whatever still runs then ends `interrupted`: its door's failure ending (no `[DONE]`, no
-`done`) and a final record. The lease is released after that, in the app's shutdown.
+The drain runs before the server hears of the signal: the server's own shutdown closes its
+listening socket and every idle connection at once, and a balancer probing `/readyz` then gets a
+refused connection instead of the 503 that tells it to send traffic elsewhere. So this handler
+takes the signal first: `/readyz` answers 503 (the app refuses new generations with 503 too), and
+what is in flight gets `[server] drain_s` to finish. Then whatever still runs ends `interrupted`
+(its door's failure ending, a final record), and once those endings are written the server's
+handler runs: it stops listening and shuts down (the lease is released in the app's shutdown).
+
+SIGUSR2 hands off instead (`tidegate serve --workers N` sends it to the worker a reload replaces):
+the server stops listening at once, so the other processes on the port take every new connection,
+while what runs gets the same `drain_s` and the same endings. What reaches it before its socket
+is closed is still served (the server's graceful shutdown waits for it), not refused.
+
+A second SIGINT (Ctrl-C again) during the drain ends what runs at once, the same way: it is never
+passed to the server, whose answer to a second Ctrl-C is to skip the app's shutdown and cancel the
+requests' tasks (no ending written, the records failed, tracebacks). Signals after the handover are
+not passed on either: the server is already stopping, within its graceful-shutdown timeout.
 
 The handler is chained with `signal.signal`, the standard library's public interface, from the
-app's startup: servers install theirs before the app starts (uvicorn does), and the previous
-handler is called after this one. Under a server that installs none, nothing is chained and the
-drain is only what the server itself does.
+app's startup: servers install theirs before the app starts (uvicorn does). Under a server that
+installs none, nothing is chained and the drain is only what the server itself does.
 """
 
 from __future__ import annotations
@@ -17,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -24,19 +36,40 @@ from typing import Any
 log = logging.getLogger("tidegate.drain")
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+HANDOFF = signal.SIGUSR2
+ENDINGS_S = 5.0  # after the interrupt, how long the failure endings get to be written before the server stops
+_POLL_S = 0.05
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 class Drain:
-    """`begin` (from the signal) marks not ready and, after `drain_s`, calls `interrupt_all`."""
+    """`begin` (from the signal) marks not ready and waits for `in_flight()` to reach 0, at most
+    `drain_s`; then `interrupt_all` and the server's own handler. `running()` counts generations."""
 
-    def __init__(self, drain_s: float, not_ready: Callable[[], None], interrupt_all: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        drain_s: float,
+        not_ready: Callable[[], None],
+        interrupt_all: Callable[[], int],
+        running: Callable[[], int],
+        in_flight: Callable[[], int],
+    ) -> None:
         self.drain_s = drain_s
         self._not_ready = not_ready
         self._interrupt_all = interrupt_all
+        self._running = running
+        self._in_flight = in_flight
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
+        self._forced = False
         self._previous: dict[int, Any] = {}
+        self._signum: int | None = None
+        self._handed_over = False
         self.draining = False
+        self.refusing = False  # new generations get 503: a drain that keeps listening (not a hand-off)
 
     def install(self) -> None:
         """Chain this drain before the handlers the server installed (from the event loop's thread)."""
@@ -50,31 +83,71 @@ class Drain:
             except ValueError:  # not the main thread (an app run inside a test's thread)
                 return
             self._previous[sig] = previous
+        if signal.SIGTERM in self._previous:
+            signal.signal(HANDOFF, self._on_signal)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self.begin)
-        previous = self._previous.get(signum)
-        if previous is not None:
-            previous(signum, frame)
+            self._loop.call_soon_threadsafe(self.begin, signum)
 
-    def begin(self) -> None:
+    def begin(self, signum: int = signal.SIGTERM) -> None:
         if self.draining:
+            if signum == signal.SIGINT and not self._forced and not self._handed_over:
+                log.warning("Ctrl-C again: what still runs ends interrupted now")
+                self._forced = True
             return
         self.draining = True
+        self._signum = signal.SIGTERM if signum == HANDOFF else signum
         self._not_ready()
-        log.warning("shutting down: not ready; running generations get %gs to finish", self.drain_s)
-        self._task = asyncio.ensure_future(self._deadline())
+        if signum == HANDOFF:
+            self._hand_over()
+        else:
+            self.refusing = True
+        generations, requests = self._running(), self._in_flight()
+        if requests:
+            others = requests - generations
+            log.warning(
+                "stopping: not ready; waiting up to %g s for %s in flight%s to finish, then what still runs"
+                " ends interrupted; Ctrl-C again to end it now",
+                self.drain_s,
+                _plural(generations, "generation"),
+                f" (and {_plural(others, 'other request')})" if others > 0 else "",
+            )
+        else:
+            log.warning("stopping: nothing in flight")
+        self._task = asyncio.ensure_future(self._drain())
 
-    async def _deadline(self) -> None:
-        await asyncio.sleep(self.drain_s)
-        interrupted = self._interrupt_all()
-        if interrupted:
-            log.warning("drain time over: %d generation(s) still running end interrupted", interrupted)
+    async def _wait_idle(self, seconds: float, forcible: bool) -> bool:
+        """Until nothing is in flight (True), or `seconds` pass or, when `forcible`, the drain is
+        forced (False). Polled: only while stopping, and a request's end costs nothing extra."""
+        deadline = time.monotonic() + seconds
+        while self._in_flight() > 0:
+            if (forcible and self._forced) or time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(_POLL_S)
+        return True
+
+    async def _drain(self) -> None:
+        if not await self._wait_idle(self.drain_s, forcible=True):
+            interrupted = self._interrupt_all()
+            if interrupted:
+                log.warning("drain over: %s still running ended interrupted", _plural(interrupted, "generation"))
+            await self._wait_idle(ENDINGS_S, forcible=False)
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        """The server's own shutdown, as if the signal came now."""
+        if self._handed_over:
+            return
+        self._handed_over = True
+        signum = self._signum if self._signum is not None else signal.SIGTERM
+        previous = self._previous.get(signum)
+        if previous is not None:
+            previous(signum, None)
 
     async def finish(self) -> None:
         """The app's shutdown: the server has waited for the connections; anything left ends now."""
-        if self._task is not None:
+        if self._task is not None and not self._task.done():
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         self._interrupt_all()

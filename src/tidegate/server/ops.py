@@ -35,7 +35,10 @@ async def metrics_endpoint(req: Request, state: AppState) -> None:
     await req.respond_bytes(200, metrics.render(), metrics.CONTENT_TYPE)
 
 
-async def readyz(req: Request, state: AppState) -> None:
+async def readyz(req: Request, state: AppState, draining: bool = False) -> None:
+    if draining:  # SIGTERM: balancers send new requests elsewhere while running streams finish
+        await req.respond_json(503, {"status": "draining"})
+        return
     if not state.ready:
         await req.respond_json(503, {"status": "starting"})
         return

@@ -11,8 +11,10 @@ a connection): it claims the port while a worker restarts, and resolves port 0 o
 The parent only supervises: a worker that dies is started again (after a pause that grows while
 workers keep dying young), one that fails at startup stops the whole server (exit code 3, as
 uvicorn), SIGHUP replaces the workers one at a time (each new one serving before its old one is
-stopped: a config file edited meanwhile takes effect), SIGINT/SIGTERM stop the workers gracefully
-and then the parent.
+stopped with the drain's hand-off signal, which closes the old one's socket at once: a config file
+edited meanwhile takes effect), SIGINT/SIGTERM stop the workers gracefully (each drains, listening
+on: server/drain.py; a second SIGINT is passed on, and ends their streams at once) and then the
+parent.
 
 A worker whose event loop stops running is replaced too: each worker's loop stamps a heartbeat in
 shared memory every second from its first step (before the app's startup), and one silent for
@@ -39,10 +41,15 @@ import time
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from multiprocessing.synchronize import Event
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import click
 from prometheus_client import multiprocess
+
+from .drain import ENDINGS_S, HANDOFF
+
+if TYPE_CHECKING:
+    import uvicorn
 
 STARTUP_FAILURE = 3  # uvicorn's exit code for a worker that could not start (bad bind, failed lifespan)
 _YOUNG_S = 5.0  # a worker that dies younger than this is restarted after a growing pause
@@ -102,6 +109,20 @@ def claim_port(host: str, port: int) -> socket.socket:
     return _reuse_port_socket(host, port)
 
 
+def announcing_server(config: uvicorn.Config, banner: str) -> uvicorn.Server:
+    """uvicorn's server that prints `banner` to stderr once it has started (the app's startup done,
+    the socket listening): a port it cannot bind prints no line that says it serves."""
+    import uvicorn
+
+    class AnnouncingServer(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started:
+                click.echo(banner, err=True)
+
+    return AnnouncingServer(config)
+
+
 def _worker_main(uvicorn_options: dict[str, Any], host: str, port: int, serving: Event, heartbeat: Heartbeat) -> None:
     """A worker process: its own listening socket, then uvicorn's server on it; `serving` is set
     once the server has started (the app's startup done, the socket listening). The server's event
@@ -151,10 +172,18 @@ class Supervisor:
     a worker whose event loop has not run for `hang_timeout_s` is killed and replaced (0: never)."""
 
     def __init__(
-        self, uvicorn_options: dict[str, Any], claimed: socket.socket, count: int, hang_timeout_s: float = 0.0
+        self,
+        uvicorn_options: dict[str, Any],
+        claimed: socket.socket,
+        count: int,
+        hang_timeout_s: float = 0.0,
+        drain_s: float = 0.0,
     ) -> None:
         self._options = uvicorn_options
-        self._grace_s = float(uvicorn_options.get("timeout_graceful_shutdown") or 0) + _STOP_GRACE_S
+        # a stopping worker drains first (server/drain.py), then the server's graceful shutdown runs
+        # (bounded by its own timeout)
+        graceful = float(uvicorn_options.get("timeout_graceful_shutdown") or 0)
+        self._grace_s = drain_s + ENDINGS_S + graceful + _STOP_GRACE_S
         self._hang_timeout_s = hang_timeout_s
         self._claimed = claimed
         self._host, self._port = claimed.getsockname()[:2]
@@ -165,6 +194,7 @@ class Supervisor:
         self._stop_signal: int | None = None
         self._reload = False
         self._announced: set[int] = set()  # workers whose `serving` line the log has
+        self._banner: str | None = None  # the startup line, printed when the first worker serves
 
     def _start_one(self) -> Worker:
         serving = self._context.Event()
@@ -176,13 +206,22 @@ class Supervisor:
         return Worker(process, time.monotonic(), serving, heartbeat)
 
     def _on_signal(self, signum: int, _frame: object) -> None:
+        if self._stop_signal is not None and signum == signal.SIGINT:
+            # Ctrl-C again while the workers drain: they end what runs now (a terminal signals them
+            # too; a second one changes nothing there)
+            for w in self._workers:
+                if w.process.is_alive() and w.process.pid is not None:
+                    os.kill(w.process.pid, signal.SIGINT)
+            return
         self._stop_signal = signum
 
     def _on_hangup(self, _signum: int, _frame: object) -> None:
         self._reload = True
 
-    def run(self) -> int:
-        """Serve until SIGINT/SIGTERM (exit code 0) or a worker's startup failure (3)."""
+    def run(self, banner: str | None = None) -> int:
+        """Serve until SIGINT/SIGTERM (exit code 0) or a worker's startup failure (3); `banner` goes to
+        stderr once the first worker serves."""
+        self._banner = banner
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, self._on_signal)
         signal.signal(signal.SIGHUP, self._on_hangup)
@@ -244,6 +283,9 @@ class Supervisor:
                 self._announced.add(pid)
                 lived = time.monotonic() - w.started_at
                 click.echo(f"tidegate: worker {pid} serving ({lived:.1f} s after its start)", err=True)
+                if self._banner is not None:
+                    click.echo(self._banner, err=True)
+                    self._banner = None
 
     def _kill_hung(self) -> None:
         """SIGUSR1 (the stacks, to the log) and then SIGKILL for each worker whose loop has been silent
@@ -281,17 +323,18 @@ class Supervisor:
                             err=True,
                         )
                     return
-            _stop([old], self._grace_s)
+            _stop([old], self._grace_s, HANDOFF)  # stops listening at once: the new worker takes every connection
             self._workers[i] = new
             self._announce_serving()
         click.echo(f"tidegate: reloaded: workers {', '.join(str(w.process.pid) for w in self._workers)}", err=True)
 
 
-def _stop(workers: list[Worker], grace_s: float) -> None:
-    """SIGTERM (uvicorn's graceful shutdown), then SIGKILL for any still running after `grace_s`."""
+def _stop(workers: list[Worker], grace_s: float, signum: int = signal.SIGTERM) -> None:
+    """SIGTERM (the drain, then uvicorn's graceful shutdown) or the drain's hand-off signal, then
+    SIGKILL for any still running after `grace_s`."""
     for w in workers:
         if w.process.is_alive() and w.process.pid is not None:
-            os.kill(w.process.pid, signal.SIGTERM)
+            os.kill(w.process.pid, signum)
     deadline = time.monotonic() + grace_s
     for w in workers:
         w.process.join(max(0.0, deadline - time.monotonic()))
