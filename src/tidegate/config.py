@@ -14,8 +14,22 @@ from typing import Annotated, Literal, get_args
 
 from msgspec import Meta, Struct
 
+# The provider kinds, and the keys each one requires. Everything else a kind decides (which classes
+# serve it, its probe, its fidelity table, ...) is its entry in the registry, providers/kinds.py. These
+# two live here because config validation needs them and the configuration is a foundation: it cannot
+# import providers/ (`make lint`). The registry checks at import that its entries are exactly these
+# kinds (tests/unit/providers/test_kinds.py too), so a kind named here and not registered, or
+# registered and not named here, fails at once instead of at its first request.
 ProviderKind = Literal["openai", "anthropic", "bedrock", "vertex", "gemini", "local"]
 PROVIDER_KINDS: tuple[str, ...] = get_args(ProviderKind)
+REQUIRED_KEYS: dict[str, tuple[str, ...]] = {
+    "openai": ("base_url",),
+    "anthropic": (),
+    "bedrock": ("region",),
+    "vertex": ("region",),
+    "gemini": (),
+    "local": (),
+}
 ModelType = Literal["chat", "embedding", "image", "router"]
 Strategy = Literal["ordered", "weighted", "least_latency", "least_busy"]
 Policy = Literal["ordered", "cheapest", "fastest", "balanced"]
@@ -418,6 +432,7 @@ TABLES: dict[str, type[Struct]] = {
 
 __all__ = [
     "PROVIDER_KINDS",
+    "REQUIRED_KEYS",
     "Breaker",
     "Config",
     "McpConfig",

@@ -17,6 +17,7 @@ from msgspec import structs
 
 from .addresses import never_upstream, split_host_port
 from .config import (
+    REQUIRED_KEYS,
     Config,
     McpConfig,
     ModelConfig,
@@ -32,14 +33,6 @@ from .header_rules import header_problem
 
 _ROOT_KEYS = {"server", "store", "providers", "models", "mcp"}
 _STORE_SCHEMES = ("sqlite://", "redis://", "rediss://", "postgresql://", "postgres://")
-_REQUIRED_BY_KIND: dict[str, tuple[str, ...]] = {
-    "openai": ("base_url",),
-    "anthropic": (),
-    "bedrock": ("region",),
-    "vertex": ("region",),
-    "gemini": (),
-    "local": (),
-}
 _ROUTER_ONLY = ("candidates", "policy", "balanced_within_pct")
 
 
@@ -56,7 +49,7 @@ def _provider(name: str, raw: dict[str, Any]) -> ProviderConfig:
     if "name" in raw:  # the table's name is the provider's name
         raise ConfigError(f"{where}.name: unknown key (the provider's name is its table's: [providers.{name}])")
     provider = convert(where, raw, ProviderConfig)
-    for key in _REQUIRED_BY_KIND[provider.kind]:
+    for key in REQUIRED_KEYS[provider.kind]:
         if key not in raw:
             raise ConfigError(f"{where}.{key}: required for kind = {provider.kind!r}")
     for header, value in provider.headers.items():

@@ -23,14 +23,6 @@ import orjson
 
 log = logging.getLogger("tidegate.tracing")
 
-# gen_ai.provider.name's well-known values for each provider kind
-PROVIDER_NAMES = {
-    "openai": "openai",
-    "anthropic": "anthropic",
-    "bedrock": "aws.bedrock",
-    "vertex": "gcp.vertex_ai",
-    "local": "tidegate.local",
-}
 _tracer: Any = None  # an opentelemetry Tracer when tracing is on
 _capture_content = False
 
@@ -108,15 +100,16 @@ def end_generation(span: Any, record: Any) -> None:
     span.end()
 
 
-def start_attempt(parent: Any, provider: str, kind: str, served_model: str) -> Any:
-    """An upstream attempt's span, a child of the generation's."""
+def start_attempt(parent: Any, provider: str, system: str, served_model: str) -> Any:
+    """An upstream attempt's span, a child of the generation's. `system`: gen_ai.provider.name's
+    well-known value for the provider's kind (its `otel_name`, providers/kinds.py)."""
     from opentelemetry import trace
     from opentelemetry.trace import SpanKind
 
     attributes = {
         "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": PROVIDER_NAMES.get(kind, kind),
-        "gen_ai.system": PROVIDER_NAMES.get(kind, kind),
+        "gen_ai.provider.name": system,
+        "gen_ai.system": system,
         "gen_ai.request.model": served_model,
         "tidegate.provider": provider,
     }

@@ -23,11 +23,13 @@ from emulators.anthropic_upstream import AnthropicFamilyEmulator
 from emulators.gemini_upstream import GeminiEmulator
 from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from helpers import ServerProcess, sqlite_url, start_server
+from tidegate.providers.kinds import KINDS
 
 # the fault matrix, the seed loops and the JS loop run over REMOTE_KINDS; the conformance suite runs
-# over ALL_KINDS, Gemini included (its emulator plays the conformance scenarios, not the faults)
+# over ALL_KINDS, every registered kind (providers/kinds.py), Gemini included (its emulator plays the
+# conformance scenarios, not the faults)
 REMOTE_KINDS = ("openai", "anthropic", "bedrock", "vertex")
-ALL_KINDS = (*REMOTE_KINDS, "gemini", "local")
+ALL_KINDS = tuple(KINDS)
 
 # provider entry name per kind (the `-b` twin is the same upstream under another name)
 PROVIDER = {
@@ -45,6 +47,9 @@ _BASE_MODEL = {
     "gemini": "gemini-emu",
 }
 LOCAL_MODEL = "smollm2-135m-instruct"
+# a kind registered without an emulator entry here fails the suite at collection, not by being left out
+_UNWIRED = set(ALL_KINDS) - set(PROVIDER)
+assert not _UNWIRED, f"tests/conformance/stack.py: no emulator wired for kind(s) {sorted(_UNWIRED)}"
 
 # Faults after the commit point: fault → (emulator scenario per kind, the failure chunk's error.code).
 # The idle stall needs a tidegate with `upstream_idle_timeout_s` well under the 4-5 s of silence.

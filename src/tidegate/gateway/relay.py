@@ -38,6 +38,7 @@ from ..events import Event, Failed, Finished, Started
 from ..providers.base import ChatProvider, DirectStream, UpstreamStream
 from ..providers.fidelity import dropped_tools, refusal_message, refused_field
 from ..providers.http_client import OPEN_PROGRESS, OpenProgress
+from ..providers.kinds import GEMINI_AS_SENT, KINDS
 from ..request import GenerationRequest
 from .cancel import CANCELLED, MIN_WAIT_S, TIMED_OUT, CancelSignal, UpstreamClock
 from .fallback import ANSWER_NOW, END_STREAM, after_failure, answer_now, final_error
@@ -145,7 +146,10 @@ class Relay:
         health, breakers = self.health, self.breakers
         for i, (provider, route) in enumerate(self.routes):
             # docs/api.md §15: never silently dropped (`responses`: the provider speaks the Responses API)
-            refused = refused_field(provider.kind, self.request, getattr(provider, "responses", False))
+            kind = KINDS.get(provider.kind)  # (None: a provider of no registered kind, a test's)
+            refused = refused_field(
+                kind.fidelity if kind else None, self.request, getattr(provider, "responses", False)
+            )
             if refused is not None:  # this route cannot serve the request as asked: the next may
                 message = refusal_message(refused, provider.name, provider.kind)
                 self.failures.append(RouteFailure(provider.name, "unsupported_parameter", message, 400))
@@ -164,7 +168,9 @@ class Relay:
             span = (
                 None
                 if self.trace is None
-                else tracing.start_attempt(self.trace, provider.name, provider.kind, route.model)
+                else tracing.start_attempt(
+                    self.trace, provider.name, kind.otel_name if kind else provider.kind, route.model
+                )
             )
             try:
                 async with contextlib.aclosing(self._try_route(provider, route)) as items:
@@ -313,7 +319,9 @@ class Relay:
                             self.attempts,
                             tuple(self.failures),
                             self.settings.regions.get(provider.name),
-                            dropped_tools(self.request, getattr(provider, "responses", False), provider.kind),
+                            dropped_tools(
+                                self.request, getattr(provider, "responses", False), provider.kind in GEMINI_AS_SENT
+                            ),
                         )
                     last_keepalive = now
                     yield KEEPALIVE
@@ -360,7 +368,9 @@ class Relay:
                         self.attempts,
                         tuple(self.failures),
                         self.settings.regions.get(provider.name),
-                        dropped_tools(self.request, getattr(provider, "responses", False), provider.kind),
+                        dropped_tools(
+                            self.request, getattr(provider, "responses", False), provider.kind in GEMINI_AS_SENT
+                        ),
                     )
                 for i, event in enumerate(batch):
                     if isinstance(event, Failed):

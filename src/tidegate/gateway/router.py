@@ -6,47 +6,23 @@ import logging
 from dataclasses import dataclass
 
 from ..config import Breaker, Config, ModelConfig, Pricing, ProviderConfig, Route
-from ..errors import InvalidRequest, ModelNotFound, NoProviderAvailable, quote
+from ..errors import InvalidRequest, ModelNotFound, quote
 from ..providers.base import ChatProvider
 from ..providers.connect import tls_context
-from ..providers.embedding_kinds import build_embedding_provider
 from ..providers.embeddings import EmbeddingProvider
+from ..providers.kinds import KINDS, build_chat_provider, build_embedding_provider, build_image_provider
 from ..request import GenerationRequest
 from ..store.base import ApiKey
 from .health import Health, route_key
 from .routing import Plan, Routing, key_jurisdictions, order_routes
 
 log = logging.getLogger("tidegate.router")
-HTTP_CHAT_KINDS = frozenset({"openai", "anthropic", "bedrock", "vertex"})
 
 
 def build_provider(config: ProviderConfig, connect_timeout_s: float = 10.0) -> ChatProvider:
-    """The provider of `config.kind`; HTTP kinds get one connection pool each (`server.connect_timeout_s`)."""
-    if config.kind == "local":
-        from ..providers.local import LocalProvider
-
-        return LocalProvider(config)
-    if config.kind == "openai":
-        from ..providers.openai import build_openai_provider
-
-        return build_openai_provider(config, connect_timeout_s)
-    if config.kind == "anthropic":
-        from ..providers.anthropic import anthropic_provider
-
-        return anthropic_provider(config, connect_timeout_s)
-    if config.kind == "bedrock":
-        from ..providers.bedrock import bedrock_provider
-
-        return bedrock_provider(config, connect_timeout_s)
-    if config.kind == "vertex":
-        from ..providers.vertex import vertex_provider
-
-        return vertex_provider(config, connect_timeout_s)
-    if config.kind == "gemini":
-        from ..providers.gemini import gemini_provider
-
-        return gemini_provider(config, connect_timeout_s)
-    raise NoProviderAvailable(f"provider kind {config.kind!r} is not available in this build")
+    """The provider of `config.kind` (its entry in providers/kinds.py); HTTP kinds get one connection
+    pool each (`server.connect_timeout_s`)."""
+    return build_chat_provider(config, connect_timeout_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +65,14 @@ class Router:
         A provider with `verify = false` is named in a warning here, once per start."""
         built = False
         for name, provider in self.config.providers.items():
-            if not provider.verify and provider.kind != "local":
+            kind = KINDS.get(provider.kind)
+            if not provider.verify and (kind is None or kind.http):
                 log.warning(
                     "provider %s: verify = false: the TLS certificates of its upstream are NOT checked; anyone "
                     "on the path can read and change its traffic, API keys included",
                     name,
                 )
-            if provider.kind in HTTP_CHAT_KINDS:
+            if kind is not None and kind.warm:
                 try:
                     self.provider(name)
                     built = True
@@ -163,8 +140,6 @@ class Router:
     def image_provider(self, name: str) -> ChatProvider:
         p = self._image_providers.get(name)
         if p is None:
-            from ..providers.images import build_image_provider
-
             p = build_image_provider(self.config.providers[name], self.config.server)
             self._image_providers[name] = p
         return p

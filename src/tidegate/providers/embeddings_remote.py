@@ -16,9 +16,9 @@ from urllib.parse import quote
 import orjson
 
 from ..config import ProviderConfig
-from ..errors import NoProviderAvailable, ProviderFailure
+from ..errors import ProviderFailure
 from ..request import EmbeddingInputs
-from .embeddings import EmbeddingProvider, EmbeddingResult, unsupported
+from .embeddings import EmbeddingResult, unsupported
 from .http_client import UpstreamHttpError
 from .transport import (
     MAX_ERROR_BODY,
@@ -425,15 +425,3 @@ class GeminiEmbeddingProvider:
 
     async def aclose(self) -> None:
         await self._http.aclose()
-
-
-def build_remote_embedding_provider(config: ProviderConfig, connect_timeout_s: float) -> EmbeddingProvider:
-    if config.kind == "openai":
-        return OpenAIEmbeddingProvider(config, connect_timeout_s)
-    if config.kind == "bedrock":
-        return BedrockEmbeddingProvider(config, connect_timeout_s)
-    if config.kind == "vertex" or (config.kind == "gemini" and config.project is not None):
-        return VertexEmbeddingProvider(config, connect_timeout_s)
-    if config.kind == "gemini":
-        return GeminiEmbeddingProvider(config, connect_timeout_s)
-    raise NoProviderAvailable(f"provider {config.name!r} (kind {config.kind!r}) serves no embeddings")

@@ -4,12 +4,14 @@ Never silently dropped.
 
 The table is the one place this is decided: the relay asks `refused_field` before it opens a route
 (a refusal moves to the next route, gateway/fallback.py), and docs/translation.md is written from it
-(`python -m tidegate.providers.fidelity > docs/translation.md`; a test checks the file is current).
+(`python -m tidegate.providers.kinds > docs/translation.md`; a test checks the file is current). Each
+provider kind's registry entry (providers/kinds.py) names its table here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..request import GenerationRequest
@@ -68,14 +70,6 @@ _TRANSLATING = {
     ),
 }
 _ANTHROPIC = {**HINTS, **_TRANSLATING, "user": TRANSLATED, "safety_identifier": TRANSLATED}
-FIDELITY: dict[str, dict[str, str]] = {
-    "openai": dict.fromkeys(CHAT_FIELDS, PASSED),  # the client's body as sent, unknown fields too
-    "anthropic": _ANTHROPIC,
-    "bedrock": _ANTHROPIC,
-    "vertex": _ANTHROPIC,
-    "gemini": {**HINTS, **_TRANSLATING, "seed": TRANSLATED},
-    "local": {**HINTS, **_SAMPLING, "seed": TRANSLATED},
-}
 # the values that ask for nothing (a client library's defaults): not a use of the field
 _NEUTRAL: dict[str, tuple[Any, ...]] = {
     "frequency_penalty": (0,),
@@ -143,15 +137,29 @@ def _serial_calls(request: GenerationRequest) -> bool:
     return request.parallel_tool_calls is False and bool(request.tools)
 
 
-# what some requests still cannot be served with, per kind: (the field named in the refusal, the check)
-_CONDITIONS: dict[str, tuple[tuple[str, Callable[[GenerationRequest], bool]], ...]] = {
-    "anthropic": (("response_format", _anthropic_json_refused),),
-    "bedrock": (("response_format", _anthropic_json_refused),),
-    "vertex": (("response_format", _anthropic_json_refused),),
-    "gemini": (("cache_control", _cache_markers), ("parallel_tool_calls", _serial_calls)),
-    "local": (("cache_control", _cache_markers),),
-}
-_NOTED = {(field, kind) for kind, checks in _CONDITIONS.items() for field, _ in checks if field in ("response_format",)}
+@dataclass(frozen=True, slots=True)
+class Fidelity:
+    """What a provider kind does with a request's fields: its column of docs/translation.md. Each kind's
+    registry entry (providers/kinds.py) names one of the tables below."""
+
+    fields: dict[str, str]  # field → TRANSLATED, PASSED, HINT (absent: REFUSED)
+    # what some requests still cannot be served with: (the field named in the refusal, the check)
+    conditions: tuple[tuple[str, Callable[[GenerationRequest], bool]], ...] = ()
+    checked: bool = True  # False: the client's body goes as sent, unknown fields too; nothing is refused
+    messages_as_sent: bool = False  # the Messages door's body and anthropic-* headers go as sent
+    gemini_as_sent: bool = False  # the Gemini door's body goes as sent (its `dropped` fields too)
+
+
+OPENAI = Fidelity(dict.fromkeys(CHAT_FIELDS, PASSED), checked=False)
+# bedrock and vertex: the Messages API's body, reached through another cloud's envelope
+ANTHROPIC_FAMILY = Fidelity(_ANTHROPIC, (("response_format", _anthropic_json_refused),))
+ANTHROPIC = Fidelity(_ANTHROPIC, ANTHROPIC_FAMILY.conditions, messages_as_sent=True)
+GEMINI = Fidelity(
+    {**HINTS, **_TRANSLATING, "seed": TRANSLATED},
+    (("cache_control", _cache_markers), ("parallel_tool_calls", _serial_calls)),
+    gemini_as_sent=True,
+)
+LOCAL = Fidelity({**HINTS, **_SAMPLING, "seed": TRANSLATED}, (("cache_control", _cache_markers),))
 NOTES = {
     "response_format": "on `anthropic`, `bedrock` and `vertex`: `json_object` and `json_schema` become one "
     "forced tool (`json_answer`) whose input schema is the client's; its input streams back as the message's "
@@ -166,14 +174,13 @@ GEMINI_NOTES = (
 )
 
 
-def refused_field(kind: str, request: GenerationRequest, responses: bool = False) -> str | None:
-    """The first field `request` uses that a provider of `kind` cannot honour, or None. `responses`:
-    the provider speaks the Responses API (`kind = "openai"`, `responses = true`), which takes a
-    Responses door's body as sent."""
-    table = FIDELITY.get(kind)
+def refused_field(fidelity: Fidelity | None, request: GenerationRequest, responses: bool = False) -> str | None:
+    """The first field `request` uses that a provider of this fidelity (its kind's, or None: a kind
+    with no table) cannot honour, or None. `responses`: the provider speaks the Responses API
+    (`kind = "openai"`, `responses = true`), which takes a Responses door's body as sent."""
     messages = request.messages_api
     if messages is not None:  # the Messages door (docs/agents.md)
-        if kind == "anthropic":
+        if fidelity is not None and fidelity.messages_as_sent:
             return None  # it gets the body and the anthropic-* headers as sent (providers/anthropic.py)
         if messages.only:
             return next(iter(messages.only))
@@ -186,15 +193,16 @@ def refused_field(kind: str, request: GenerationRequest, responses: bool = False
             return f"{where}.type ({tool}, a hosted tool; or set the model's drop_hosted_tools)"
     gemini = request.gemini_api
     if gemini is not None and gemini.body:  # the Gemini door: a `gemini` route takes the body as sent
-        if kind == "gemini":
+        if fidelity is not None and fidelity.gemini_as_sent:
             return None
         if gemini.only:
             return next(iter(gemini.only))
-    if table is None or kind == "openai":
+    if fidelity is None or not fidelity.checked:
         return None
-    for field, refused in _CONDITIONS.get(kind, ()):
+    for field, refused in fidelity.conditions:
         if refused(request):
             return field
+    table = fidelity.fields
     for name, value in _sent(request).items():
         if value is None or value is False or name in GATEWAY_FIELDS:
             continue
@@ -203,12 +211,12 @@ def refused_field(kind: str, request: GenerationRequest, responses: bool = False
     return None
 
 
-def dropped_tools(request: GenerationRequest, responses: bool, kind: str = "") -> tuple[str, ...]:
-    """What a route of `kind` leaves out of `request`, for `X-Tidegate-Dropped`: the hosted tools (the
-    model's `drop_hosted_tools`), every one, on a route that does not speak the Responses API; the
-    Gemini door's `dropped` sampling fields on a route that is not `gemini`."""
+def dropped_tools(request: GenerationRequest, responses: bool, gemini_as_sent: bool = False) -> tuple[str, ...]:
+    """What a route leaves out of `request`, for `X-Tidegate-Dropped`: the hosted tools (the model's
+    `drop_hosted_tools`), every one, on a route that does not speak the Responses API; the Gemini
+    door's `dropped` sampling fields on a route that does not take its body as sent (not `gemini`)."""
     gemini = request.gemini_api
-    if gemini is not None and gemini.dropped and kind != "gemini":
+    if gemini is not None and gemini.dropped and not gemini_as_sent:
         return gemini.dropped
     extras = request.responses
     if extras is None or (responses and extras.body) or not extras.drop_hosted:
@@ -322,13 +330,16 @@ def refusal_message(field: str, provider: str, kind: str) -> str:
     )
 
 
-def table_markdown() -> str:
-    """docs/translation.md."""
-    kinds = list(FIDELITY)
+def table_markdown(columns: Sequence[tuple[str, Fidelity]]) -> str:
+    """docs/translation.md: one column per provider kind (its name and its table, from the registry:
+    `python -m tidegate.providers.kinds > docs/translation.md`)."""
+    kinds = [name for name, _ in columns]
+    tables = dict(columns)
+    noted = {(field, name) for name, f in columns for field, _ in f.conditions if field in ("response_format",)}
     lines = [
         "# Request fields by provider kind",
         "",
-        "Generated from `src/tidegate/providers/fidelity.py` (`python -m tidegate.providers.fidelity >"
+        "Generated from `src/tidegate/providers/fidelity.py` (`python -m tidegate.providers.kinds >"
         " docs/translation.md`); docs/api.md §15. A field a provider kind cannot honour is refused before",
         "the response starts with 400 `unsupported_parameter` naming the field and the provider, never",
         "silently dropped; when a model has another route that can serve the request, that route is",
@@ -344,7 +355,7 @@ def table_markdown() -> str:
         "|---|" + "---|" * len(kinds),
     ]
     for name in CHAT_FIELDS:
-        cells = [FIDELITY[k].get(name, REFUSED) + ("¹" if (name, k) in _NOTED else "") for k in kinds]
+        cells = [tables[k].fields.get(name, REFUSED) + ("¹" if (name, k) in noted else "") for k in kinds]
         lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
     lines.append("")
     lines.extend(f"¹ `{name}` {note}" for name, note in NOTES.items())
@@ -365,7 +376,3 @@ def table_markdown() -> str:
         *_gemini_markdown(),
     ]
     return "\n".join(lines) + "\n"
-
-
-if __name__ == "__main__":
-    print(table_markdown(), end="")

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from ..config import ProviderConfig, ServerConfig
-from ..errors import NoProviderAvailable, ProviderFailure
+from ..errors import ProviderFailure
 from ..events import Event, Failed, Finished, Image, PartialImage, Progress, Started, UsageReport
 from ..request import GenerationRequest
 from ..sse import SSEDecoder, SSEEvent
@@ -221,10 +221,7 @@ class OpenAIImageAdapter:
         return default_failure(status, headers, message)
 
 
-def build_image_provider(config: ProviderConfig, server: ServerConfig) -> HttpProvider:
-    if config.kind != "openai":
-        raise NoProviderAvailable(
-            f'provider {config.name!r} (kind {config.kind!r}) serves no images; image models need kind = "openai"'
-        )
+def openai_image_provider(config: ProviderConfig, server: ServerConfig) -> HttpProvider:
+    """An `openai` provider's images (the image kinds are in providers/kinds.py)."""
     adapter = OpenAIImageAdapter(config, server.max_partial_image_bytes, server.max_image_bytes)
-    return HttpProvider(config.name, "openai", adapter, server.connect_timeout_s, config)
+    return HttpProvider(config.name, "openai", adapter, server.connect_timeout_s, config, responses=config.responses)

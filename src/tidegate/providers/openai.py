@@ -371,4 +371,6 @@ class OpenAIAdapter:
 
 
 def build_openai_provider(config: ProviderConfig, connect_timeout_s: float = 10.0) -> HttpProvider:
-    return HttpProvider(config.name, "openai", OpenAIAdapter(config), connect_timeout_s, config)
+    return HttpProvider(
+        config.name, "openai", OpenAIAdapter(config), connect_timeout_s, config, responses=config.responses
+    )

@@ -254,12 +254,14 @@ class HttpProvider:
         adapter: HttpAdapter,
         connect_timeout_s: float = 10.0,
         config: ProviderConfig | None = None,
+        responses: bool = False,
     ) -> None:
-        """`config`: the provider's connection options (proxy, TLS, pool); without it, the defaults."""
+        """`config`: the provider's connection options (proxy, TLS, pool); without it, the defaults.
+        `responses`: the upstream speaks the Responses API too (`responses = true` on a kind that
+        honours it, providers/kinds.py; providers/fidelity.py asks)."""
         self.name = name
         self.kind = kind
-        # an `openai` provider that speaks the Responses API too (providers/fidelity.py asks)
-        self.responses = bool(config is not None and config.kind == "openai" and config.responses)
+        self.responses = responses
         self.adapter = adapter
         self.client = http_client_for(name, connect_timeout_s, config)
 

@@ -20,6 +20,7 @@ from ..mcp.client import McpFailure, McpServers
 from ..mcp.guard import check_server_url
 from ..mcp.loop import LoopResult, run_loop
 from ..mcp.tools import McpServerSpec, split_tools
+from ..providers.kinds import RESPONSES_KINDS
 from ..request import GenerationRequest
 from ..store.base import ApiKey
 from .door import DoorSpec, as_error, open_generation, provider_headers, running, serve_generation
@@ -108,7 +109,7 @@ async def serve_responses_door(
     if extras is not None and model is not None:  # the model's word on hosted tools (docs/agents.md)
         extras.drop_hosted = model.drop_hosted_tools
     providers = state.config.providers
-    parsed.passthrough = frozenset(name for name, p in providers.items() if p.kind == "openai" and p.responses)
+    parsed.passthrough = frozenset(name for name, p in providers.items() if p.kind in RESPONSES_KINDS and p.responses)
     if specs:
         parsed.tools = [*parsed.tools, *(s.echo() for s in specs)]
         await serve_mcp(

@@ -26,6 +26,7 @@ from ..errors import InvalidRequest, ModelNotFound, NotFound, TidegateError, quo
 from ..events import Event, Failed
 from ..gateway.generation import Generation
 from ..gateway.usage import count_tokens, estimate_prompt_tokens, tokenizer_ready
+from ..providers.kinds import GEMINI_AS_SENT
 from ..render.gemini import KEEPALIVE, GeminiResponseBuilder, GeminiStreamRenderer, google_error
 from ..store.base import ApiKey
 from .door import BuiltJson, DoorSpec, serve_generation
@@ -128,7 +129,7 @@ async def model_action(req: Request, state: AppState, key: ApiKey) -> None:
     if alt not in ("sse", "json"):
         raise InvalidRequest(f"'alt' must be sse or json, got {quote(alt)}")
     request = parse_gemini_request(body, model, stream)
-    passthrough = frozenset(name for name, p in state.config.providers.items() if p.kind == "gemini")
+    passthrough = frozenset(name for name, p in state.config.providers.items() if p.kind in GEMINI_AS_SENT)
     spec = DoorSpec(
         door="gemini",
         model_type="chat",

@@ -21,6 +21,7 @@ from ..errors import ModelNotFound, TidegateError, quote
 from ..events import Event, Failed
 from ..gateway.generation import Generation
 from ..gateway.usage import count_tokens, estimate_prompt_tokens, tokenizer_ready
+from ..providers.kinds import MESSAGES_AS_SENT
 from ..render.messages import MessageBuilder, MessagesStreamRenderer
 from ..store.base import ApiKey
 from .door import BuiltJson, DoorSpec, serve_generation
@@ -118,7 +119,7 @@ def _headers(req: Request) -> dict[str, str]:
 async def messages(req: Request, state: AppState, key: ApiKey) -> None:
     body = await req.json(state.config.server.max_body_bytes)
     parsed = parse_messages_request(body, _headers(req))
-    passthrough = frozenset(name for name, p in state.config.providers.items() if p.kind == "anthropic")
+    passthrough = frozenset(name for name, p in state.config.providers.items() if p.kind in MESSAGES_AS_SENT)
     spec = DoorSpec(
         door="messages",
         model_type="chat",

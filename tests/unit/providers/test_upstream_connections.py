@@ -19,9 +19,8 @@ from tidegate.config_load import parse_config
 from tidegate.errors import ProviderFailure
 from tidegate.gateway.router import build_provider
 from tidegate.providers.connect import ConnectFailed
-from tidegate.providers.embedding_kinds import build_embedding_provider
 from tidegate.providers.http_client import HttpClient, HttpResponse
-from tidegate.providers.images import build_image_provider
+from tidegate.providers.kinds import build_embedding_provider, build_image_provider
 from tidegate.providers.transport import UpstreamHttpRequest, send_request
 from tidegate.providers.upstream import Upstream, no_proxy_matches
 
