@@ -125,6 +125,16 @@ def _vertex_url(p: ProviderConfig) -> str | None:
     return p.base_url or vertex_base_url(p.region or "")
 
 
+def _gemini_url(p: ProviderConfig) -> str:
+    """Google AI, or Vertex AI when the provider sets `project` (as `gemini.GeminiAdapter` chooses)."""
+    from .gemini import GOOGLE_AI_BASE_URL
+    from .vertex import vertex_base_url
+
+    if p.base_url:
+        return p.base_url
+    return vertex_base_url(p.region or "global") if p.project is not None else GOOGLE_AI_BASE_URL
+
+
 def _aws_credentials(p: ProviderConfig) -> list[str]:
     """Without `api_key_env`, bedrock signs with the AWS credentials botocore finds."""
     if p.api_key_env:
@@ -190,8 +200,7 @@ _ENTRIES = (
         embeddings=VertexEmbeddingProvider,
         upstream=_vertex_url,
     ),
-    # gemini, as before this registry: not built at startup, and check-config has no URL to probe
-    Kind("gemini", _gemini_chat, fidelity.GEMINI, "gemini", embeddings=_gemini_embeddings, warm=False),
+    Kind("gemini", _gemini_chat, fidelity.GEMINI, "gemini", embeddings=_gemini_embeddings, upstream=_gemini_url),
     Kind(
         "local",
         _local_chat,

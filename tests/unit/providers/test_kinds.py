@@ -45,10 +45,7 @@ def test_every_kind_has_what_its_readers_ask_for(name: str) -> None:
     assert kind.images is None or callable(kind.images)
     assert kind.required_keys == REQUIRED_KEYS[name]
     # check-config: a probe of its own, or a URL to connect to
-    if name == "gemini":  # kept as it was before the registry (issue 48 changes no behaviour): no URL
-        assert kind.check is None and kind.upstream is None
-    else:
-        assert kind.check is not None or kind.upstream is not None
+    assert kind.check is not None or kind.upstream is not None
     assert kind.http == (kind.check is None)  # a kind without an HTTP upstream is probed its own way
 
 
@@ -108,3 +105,16 @@ def test_no_module_decides_by_a_kind_name() -> None:
         if path.name != "kinds.py" and (names := _named_kinds(path))
     }
     assert offenders == {}
+
+
+def test_check_config_probes_a_gemini_provider_where_it_sends_requests() -> None:
+    """Google AI by default, Vertex AI's regional host with `project` (as the adapter chooses)."""
+    upstream = KINDS["gemini"].upstream
+    assert upstream is not None
+    assert upstream(ProviderConfig(kind="gemini", name="g")) == "https://generativelanguage.googleapis.com/v1beta"
+    vertex = ProviderConfig(kind="gemini", name="v", project="p", region="europe-west4")
+    assert upstream(vertex) == "https://europe-west4-aiplatform.googleapis.com/v1"
+    assert upstream(ProviderConfig(kind="gemini", name="o", base_url="http://127.0.0.1:9/v1beta")) == (
+        "http://127.0.0.1:9/v1beta"
+    )
+    assert KINDS["gemini"].warm  # built at startup, as every HTTP kind
