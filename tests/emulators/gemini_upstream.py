@@ -15,9 +15,10 @@ id, else `text`. Scenarios: text, thinking, tools (text, then two parallel calls
 chunk after a partial answer), safety (stopped mid-answer),
 blocked (the prompt blocked: no candidates), truncated (no finishReason), malformed
 (MALFORMED_FUNCTION_CALL), 400/429/500 (HTTP errors before the body), readfile (Gemini CLI's
-`read_file` called with `{"file_path"}` on the `.txt` path the user turns name; once the last user turn
-is its `functionResponse`, the text `Tool said: <the line with READ_MARKER>` of its `output`). Every
-request is recorded.
+`read_file`, or Claude Code's `Read` when only that is declared, called with `{"file_path"}` on the `.txt`
+path the user turns name; once the last user turn is its `functionResponse`, the text
+`Tool said: <the line with READ_MARKER>` of its `output` (or `result`, tidegate's key for a translated
+tool result)). Every request is recorded.
 """
 
 from __future__ import annotations
@@ -115,10 +116,13 @@ def readfile_chunks(body: dict[str, Any]) -> list[dict[str, Any]]:
     last = contents[-1].get("parts") or [] if contents else []
     answered = [p["functionResponse"] for p in last if isinstance(p, dict) and "functionResponse" in p]
     if answered:
-        output = str((answered[0].get("response") or {}).get("output", ""))
+        response = answered[0].get("response") or {}
+        output = str(response.get("output", response.get("result", "")))
         return [_chunk([{"text": "Tool said: "}]), _chunk([{"text": read_answer(output)}], "STOP", USAGE)]
     texts = [str(p.get("text") or "") for c in contents if c.get("role") == "user" for p in c.get("parts") or []]
-    call = {"functionCall": {"name": "read_file", "args": {"file_path": read_path(texts)}}}
+    declared = {str(f.get("name")) for t in body.get("tools") or [] for f in t.get("functionDeclarations") or []}
+    name = "Read" if "Read" in declared and "read_file" not in declared else "read_file"  # Claude Code's, or CLI's
+    call = {"functionCall": {"name": name, "args": {"file_path": read_path(texts)}}}
     return [_chunk([call], "STOP", USAGE)]
 
 

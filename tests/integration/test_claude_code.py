@@ -1,9 +1,10 @@
 """The real Claude Code (`@anthropic-ai/claude-code`, pinned in tests/coding_agents/package.json) against a
 real tidegate through `/v1/messages` (docs/agents.md): `claude -p` headless, its home in a temporary
 directory, telemetry and non-essential traffic off, nothing reached but loopback. The upstreams are the
-emulators: an Anthropic route (passthrough) and an OpenAI-compatible chat route (translated), whose
-model (scenario `readfile`) calls Claude Code's `Read` tool on the file the prompt names and then
-answers with the line Claude Code read for it.
+emulators: an Anthropic route (passthrough), Bedrock (AWS eventstream) and Vertex (Messages SSE at the
+Vertex path) routes, an OpenAI-compatible chat route and a Gemini route (translated), whose model
+(scenario `readfile`) calls Claude Code's `Read` tool on the file the prompt names and then answers with
+the line Claude Code read for it.
 
 The package is installed by `make install` (`npm ci` in tests/coding_agents); when it is missing the
 tests install it the same way. Without node and npm they skip, saying so.
@@ -24,6 +25,7 @@ import httpx
 import pytest
 
 from emulators.anthropic_upstream import READ_MARKER, AnthropicFamilyEmulator
+from emulators.gemini_upstream import GeminiEmulator
 from emulators.openai_agent_upstream import AgentOpenAIUpstream
 from helpers import ServerProcess, sqlite_url, start_server
 
@@ -44,7 +46,12 @@ def claude_binary() -> Path:
     return CLAUDE
 
 
-def gateway_config(workdir: Path, chat: AgentOpenAIUpstream, claude: AnthropicFamilyEmulator) -> str:
+PRICING = "{ prompt = 3.0, completion = 15.0 }"
+
+
+def gateway_config(
+    workdir: Path, chat: AgentOpenAIUpstream, claude: AnthropicFamilyEmulator, gemini: GeminiEmulator
+) -> str:
     return f"""
 [server]
 host = "127.0.0.1"
@@ -57,10 +64,35 @@ base_url = "{chat.base_url}"
 kind = "anthropic"
 base_url = "{claude.base_url}"
 api_key_env = "EMU_ANTHROPIC_KEY"
+[providers.bedrock]
+kind = "bedrock"
+region = "{claude.region}"
+endpoint_url = "{claude.base_url}"
+[providers.vertex]
+kind = "vertex"
+region = "us-east5"
+project = "{claude.vertex_project}"
+base_url = "{claude.base_url}/v1"
+access_token_env = "EMU_VERTEX_TOKEN"
+[providers.gemini]
+kind = "gemini"
+base_url = "{gemini.base_url}/v1beta"
+api_key_env = "EMU_GEMINI_KEY"
 [models."cc-claude"]
 routes = [{{ provider = "claude", model = "claude-emu--readfile" }}]
+pricing = {PRICING}
 [models."cc-chat"]
 routes = [{{ provider = "chat", model = "readfile" }}]
+pricing = {PRICING}
+[models."cc-bedrock"]
+routes = [{{ provider = "bedrock", model = "anthropic.claude-emu--readfile" }}]
+pricing = {PRICING}
+[models."cc-vertex"]
+routes = [{{ provider = "vertex", model = "claude-emu--readfile" }}]
+pricing = {PRICING}
+[models."cc-gemini"]
+routes = [{{ provider = "gemini", model = "gemini-2.5-flash--readfile" }}]
+pricing = {PRICING}
 [models."cc-hello"]
 routes = [{{ provider = "claude", model = "claude-emu" }}]
 [models."cc-breaks"]
@@ -75,18 +107,30 @@ class Stack:
     server: ServerProcess
     chat: AgentOpenAIUpstream
     claude: AnthropicFamilyEmulator
+    gemini: GeminiEmulator
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     claude_binary()
     chat, claude = AgentOpenAIUpstream().start(), AnthropicFamilyEmulator().start()
+    assert claude.aws.token is not None
     workdir = tmp_path_factory.mktemp("claude-code")
-    server = start_server(
-        workdir, gateway_config(workdir, chat, claude), extra_env={"EMU_ANTHROPIC_KEY": claude.api_key}
-    )
-    yield Stack(server, chat, claude)
-    server.stop()
+    env = {
+        "EMU_ANTHROPIC_KEY": claude.api_key,
+        "EMU_VERTEX_TOKEN": claude.vertex_token,
+        "AWS_ACCESS_KEY_ID": claude.aws.access_key,
+        "AWS_SECRET_ACCESS_KEY": claude.aws.secret_key,
+        "AWS_SESSION_TOKEN": claude.aws.token,
+        "AWS_CONFIG_FILE": str(workdir / "no-aws-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(workdir / "no-aws-credentials"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    with GeminiEmulator() as gemini:
+        env["EMU_GEMINI_KEY"] = gemini.api_key
+        server = start_server(workdir, gateway_config(workdir, chat, claude, gemini), extra_env=env)
+        yield Stack(server, chat, claude, gemini)
+        server.stop()
     chat.stop()
     claude.stop()
 
@@ -134,7 +178,7 @@ def test_claude_code_answers_a_prompt(stack: Stack, key_var: str, tmp_path: Path
     assert sent.body["model"] == "claude-emu" and sent.path == "/v1/messages"
 
 
-@pytest.mark.parametrize("model", ["cc-claude", "cc-chat"])
+@pytest.mark.parametrize("model", ["cc-claude", "cc-chat", "cc-bedrock", "cc-vertex", "cc-gemini"])
 def test_claude_code_reads_a_file_and_answers(stack: Stack, model: str, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
@@ -146,6 +190,13 @@ def test_claude_code_reads_a_file_and_answers(stack: Stack, model: str, tmp_path
     records = generations(stack, model)
     assert len(records) == 2 and all(r["status"] == "completed" for r in records), records
     assert all(r["usage"]["prompt_tokens"] > 0 and r["usage"]["completion_tokens"] > 0 for r in records)
+    assert all(r["cost"] > 0 for r in records), records
+    upstream = {"cc-bedrock": "bedrock", "cc-vertex": "vertex", "cc-claude": "anthropic"}.get(model)
+    if upstream is not None:  # both turns reached the emulator in that wire format
+        sent = [r for r in stack.claude.requests if r.dialect == upstream and r.scenario == "readfile"]
+        assert len(sent) == 2, sent
+    if model == "cc-gemini":
+        assert len([r for r in stack.gemini.requests if r.scenario == "readfile"]) == 2
 
 
 def test_claude_code_sees_a_mid_stream_failure(stack: Stack, tmp_path: Path) -> None:
