@@ -17,8 +17,9 @@ maxtokens, 401/429/500/529/google429 (HTTP errors before the body), badjson (Ant
 the client goes away; `Recorded.closed_at` is when the emulator saw the connection close), slowthink
 (thinking then text, each delta SLOW_PAUSE_S apart, ending normally: for progressive rendering),
 calltools and shell (a model that calls the tools it is given, then answers with their result:
-`agent_events`), readfile (calls Claude Code's `Read` on the `.txt` path the prompt names, then
-answers `Tool said: <the file's line with READ_MARKER>`).
+`agent_events`), readfile (calls Claude Code's `Read`, or Gemini CLI's `read_file` when only that is
+declared, on the `.txt` path the prompt names, then answers `Tool said: <the file's line with
+READ_MARKER>`; a result that is a JSON object's `output`, as Gemini CLI's is, is read from there).
 """
 
 from __future__ import annotations
@@ -476,13 +477,21 @@ def _readfile_events(body: dict[str, Any], model: str) -> Events:
     messages = body.get("messages") or []
     result = _results_after_last_call(messages)
     if result is not None:
+        try:  # a Gemini CLI functionResponse, translated: its `response` object as JSON
+            value = orjson.loads(result)
+        except orjson.JSONDecodeError:
+            value = None
+        if isinstance(value, dict) and isinstance(value.get("output"), str):
+            result = value["output"]
         return _answer_after_tools(model, read_answer(result))
     texts = []
     for m in messages:
         content = m.get("content")
         if m.get("role") == "user":
             texts += [content] if isinstance(content, str) else [str(b.get("text", "")) for b in content or []]
-    return _call_events(model, [("Read", {"file_path": read_path(texts)})])
+    declared = {str(t.get("name")) for t in body.get("tools") or []}  # Claude Code's Read, or Gemini CLI's
+    name = "read_file" if "read_file" in declared and "Read" not in declared else "Read"
+    return _call_events(model, [(name, {"file_path": read_path(texts)})])
 
 
 def answer_events(scenario: str, body: dict[str, Any], model: str) -> Events:

@@ -4,8 +4,10 @@ home in a temporary directory, its settings those docs/agents.md shows (a Gemini
 tidegate key; telemetry, usage statistics and update checks off; one attempt per request), nothing
 reached but loopback. The upstreams are the emulators: an OpenAI-compatible chat route (translated)
 whose model (scenario `read_file`) calls Gemini CLI's `read_file` tool on the file the prompt names and
-then answers with the line the CLI read for it, and a Gemini route (passthrough) scripted the same way
-in Gemini's wire format (scenario `readfile`: a functionCall part, then text after the functionResponse).
+then answers with the line the CLI read for it, a Gemini route (passthrough) scripted the same way
+in Gemini's wire format (scenario `readfile`: a functionCall part, then text after the functionResponse),
+and an Anthropic route (translated) scripted the same way in Messages SSE (scenario `readfile`: a
+tool_use block, then text after the tool_result).
 
 The package is installed by `make install` (`npm ci` in tests/coding_agents); when it is missing the
 tests install it the same way. Without node and npm they skip, saying so.
@@ -26,7 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
-from emulators.anthropic_upstream import READ_MARKER
+from emulators.anthropic_upstream import READ_MARKER, AnthropicFamilyEmulator
 from emulators.gemini_upstream import GeminiEmulator
 from emulators.openai_agent_upstream import AgentOpenAIUpstream
 from emulators.openai_upstream import TEXT_PIECES
@@ -59,7 +61,9 @@ def gemini_binary() -> Path:
     return GEMINI
 
 
-def gateway_config(workdir: Path, chat: AgentOpenAIUpstream, gemini: GeminiEmulator) -> str:
+def gateway_config(
+    workdir: Path, chat: AgentOpenAIUpstream, gemini: GeminiEmulator, claude: AnthropicFamilyEmulator
+) -> str:
     return f"""
 [server]
 host = "127.0.0.1"
@@ -72,12 +76,19 @@ base_url = "{chat.base_url}"
 kind = "gemini"
 base_url = "{gemini.base_url}/v1beta"
 api_key_env = "EMU_GEMINI_KEY"
+[providers.claude]
+kind = "anthropic"
+base_url = "{claude.base_url}"
+api_key_env = "EMU_ANTHROPIC_KEY"
 [models."gc-hello"]
 routes = [{{ provider = "chat", model = "text" }}]
 [models."gc-chat"]
 routes = [{{ provider = "chat", model = "read_file" }}]
 [models."gc-gemini"]
 routes = [{{ provider = "gemini", model = "gemini-2.5-flash--readfile" }}]
+[models."gc-claude"]
+routes = [{{ provider = "claude", model = "claude-emu--readfile" }}]
+pricing = {{ prompt = 3.0, completion = 15.0 }}
 [models."gc-breaks"]
 routes = [{{ provider = "chat", model = "error-mid" }}]
 """
@@ -88,20 +99,21 @@ class Stack:
     server: ServerProcess
     chat: AgentOpenAIUpstream
     gemini: GeminiEmulator
+    claude: AnthropicFamilyEmulator
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     gemini_binary()
-    chat = AgentOpenAIUpstream().start()
+    chat, claude = AgentOpenAIUpstream().start(), AnthropicFamilyEmulator().start()
     with GeminiEmulator() as gemini:
         workdir = tmp_path_factory.mktemp("gemini-cli")
-        server = start_server(
-            workdir, gateway_config(workdir, chat, gemini), extra_env={"EMU_GEMINI_KEY": gemini.api_key}
-        )
-        yield Stack(server, chat, gemini)
+        env = {"EMU_GEMINI_KEY": gemini.api_key, "EMU_ANTHROPIC_KEY": claude.api_key}
+        server = start_server(workdir, gateway_config(workdir, chat, gemini, claude), extra_env=env)
+        yield Stack(server, chat, gemini, claude)
         server.stop()
     chat.stop()
+    claude.stop()
 
 
 def run_gemini(stack: Stack, model: str, prompt: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
@@ -159,7 +171,7 @@ def test_gemini_cli_answers_a_prompt(stack: Stack, tmp_path: Path) -> None:
     assert record["usage"]["prompt_tokens"] > 0 and record["usage"]["completion_tokens"] > 0
 
 
-@pytest.mark.parametrize("model", ["gc-chat", "gc-gemini"])
+@pytest.mark.parametrize("model", ["gc-chat", "gc-gemini", "gc-claude"])
 def test_gemini_cli_reads_a_file_and_answers(stack: Stack, model: str, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
@@ -173,6 +185,11 @@ def test_gemini_cli_reads_a_file_and_answers(stack: Stack, model: str, tmp_path:
         assert "read_file" in [t["function"]["name"] for t in call["tools"]]
         (result,) = [m for m in answer["messages"] if m["role"] == "tool"]
         assert READ_MARKER in json.loads(result["content"])["output"]
+    elif model == "gc-claude":  # translated: the call a tool_use block, what the CLI read its tool_result
+        call, answer = [r.body for r in stack.claude.requests if r.scenario == "readfile"]
+        assert "read_file" in [t["name"] for t in call["tools"]]
+        (result,) = [b for b in answer["messages"][-1]["content"] if b["type"] == "tool_result"]
+        assert READ_MARKER in str(result["content"])
     else:  # the body as the CLI sent it: its functionResponse, which the CLI ran itself
         call, answer = [r.body for r in stack.gemini.requests if r.scenario == "readfile"]
         assert "read_file" in [f["name"] for t in call["tools"] for f in t.get("functionDeclarations", [])]
@@ -183,6 +200,8 @@ def test_gemini_cli_reads_a_file_and_answers(stack: Stack, model: str, tmp_path:
     assert len(records) == 2 and all(r["status"] == "completed" for r in records), records
     assert all(r["usage"]["prompt_tokens"] > 0 and r["usage"]["completion_tokens"] > 0 for r in records)
     assert sorted(r["output_text"] for r in records) == ["", f"Tool said: {READ_MARKER}"]
+    if model == "gc-claude":
+        assert all(r["cost"] > 0 for r in records), records
 
 
 def test_gemini_cli_sees_a_mid_stream_failure(stack: Stack, tmp_path: Path) -> None:
