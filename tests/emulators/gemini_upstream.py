@@ -18,7 +18,8 @@ blocked (the prompt blocked: no candidates), truncated (no finishReason), malfor
 `read_file`, or Claude Code's `Read` when only that is declared, called with `{"file_path"}` on the `.txt`
 path the user turns name; once the last user turn is its `functionResponse`, the text
 `Tool said: <the line with READ_MARKER>` of its `output` (or `result`, tidegate's key for a translated
-tool result)). Every request is recorded.
+tool result)), shell (Codex CLI's `exec_command` called with `{"cmd": SHELL_COMMAND}`; once the last user
+turn is its `functionResponse`, `Tool said: <the last line of its output>`). Every request is recorded.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from emulators.anthropic_upstream import read_answer, read_path
+from emulators.anthropic_upstream import SHELL_COMMAND, read_answer, read_path
 
 THOUGHT = "Let me think about it."
 SIGNATURE = "c2lnbmF0dXJlLWVtdQ=="
@@ -123,6 +124,21 @@ def readfile_chunks(body: dict[str, Any]) -> list[dict[str, Any]]:
     declared = {str(f.get("name")) for t in body.get("tools") or [] for f in t.get("functionDeclarations") or []}
     name = "Read" if "Read" in declared and "read_file" not in declared else "read_file"  # Claude Code's, or CLI's
     call = {"functionCall": {"name": name, "args": {"file_path": read_path(texts)}}}
+    return [_chunk([call], "STOP", USAGE)]
+
+
+def shell_chunks(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """`shell`: a call of `exec_command` (Codex CLI's shell tool) with SHELL_COMMAND, then, after its
+    functionResponse, `Tool said: <the last line of its output>`."""
+    contents = body.get("contents") or []
+    last = contents[-1].get("parts") or [] if contents else []
+    answered = [p["functionResponse"] for p in last if isinstance(p, dict) and "functionResponse" in p]
+    if answered:
+        response = answered[0].get("response") or {}
+        output = str(response.get("output", response.get("result", "")))
+        said = (output.strip().splitlines() or [""])[-1]
+        return [_chunk([{"text": "Tool said: "}]), _chunk([{"text": said}], "STOP", USAGE)]
+    call = {"functionCall": {"name": "exec_command", "args": {"cmd": SHELL_COMMAND}}}
     return [_chunk([call], "STOP", USAGE)]
 
 
@@ -233,7 +249,8 @@ class GeminiEmulator:
             return self._error(int(scenario), gstatus, f"emulated {gstatus}")
         response = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await response.prepare(request)
-        chunks = readfile_chunks(body) if scenario == "readfile" else scenario_chunks(scenario, model)
+        agent = {"readfile": readfile_chunks, "shell": shell_chunks}.get(scenario)
+        chunks = agent(body) if agent is not None else scenario_chunks(scenario, model)
         for chunk in chunks:
             if "pause_s" in chunk:
                 await asyncio.sleep(chunk["pause_s"])

@@ -1,7 +1,7 @@
 """The real Codex CLI (`@openai/codex`, pinned in tests/coding_agents/package.json) against a real
 tidegate through `/v1/responses` (docs/agents.md): `codex exec` headless, its home in a temporary directory,
 update checks and analytics off, nothing reached but loopback. The upstreams are the emulators: an
-OpenAI-compatible chat route, an Anthropic route and a Responses API route (passthrough), whose model
+OpenAI-compatible chat route, an Anthropic route, a Gemini route and a Responses API route (passthrough), whose model
 (scenario `shell`) calls Codex's shell tool and then answers with the command's output, which Codex
 ran itself.
 
@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 from emulators.anthropic_upstream import AnthropicFamilyEmulator
+from emulators.gemini_upstream import GeminiEmulator
 from emulators.openai_agent_upstream import AgentOpenAIUpstream
 from emulators.openai_responses_upstream import ResponsesUpstream
 from helpers import ServerProcess, sqlite_url, start_server
@@ -47,7 +48,11 @@ def codex_binary() -> Path:
 
 
 def gateway_config(
-    workdir: Path, chat: AgentOpenAIUpstream, claude: AnthropicFamilyEmulator, responses: ResponsesUpstream
+    workdir: Path,
+    chat: AgentOpenAIUpstream,
+    claude: AnthropicFamilyEmulator,
+    responses: ResponsesUpstream,
+    gemini: GeminiEmulator,
 ) -> str:
     return f"""
 [server]
@@ -65,6 +70,10 @@ responses = true
 kind = "anthropic"
 base_url = "{claude.base_url}"
 api_key_env = "EMU_ANTHROPIC_KEY"
+[providers.gemini]
+kind = "gemini"
+base_url = "{gemini.base_url}/v1beta"
+api_key_env = "EMU_GEMINI_KEY"
 [models."agent-chat"]
 drop_hosted_tools = true
 routes = [{{ provider = "chat", model = "shell" }}]
@@ -73,6 +82,9 @@ routes = [{{ provider = "oai", model = "shell" }}]
 [models."agent-claude"]
 drop_hosted_tools = true
 routes = [{{ provider = "claude", model = "claude-emu--shell" }}]
+[models."agent-gemini"]
+drop_hosted_tools = true
+routes = [{{ provider = "gemini", model = "gemini-2.5-flash--shell" }}]
 [models."agent-claude-breaks"]
 drop_hosted_tools = true
 routes = [{{ provider = "claude", model = "claude-emu--error" }}]
@@ -106,6 +118,7 @@ class Stack:
     chat: AgentOpenAIUpstream
     claude: AnthropicFamilyEmulator
     responses: ResponsesUpstream
+    gemini: GeminiEmulator
     workdir: Path
 
 
@@ -115,10 +128,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     chat, claude = AgentOpenAIUpstream().start(), AnthropicFamilyEmulator().start()
     responses = ResponsesUpstream().start()
     workdir = tmp_path_factory.mktemp("codex")
-    config = gateway_config(workdir, chat, claude, responses)
-    server = start_server(workdir, config, extra_env={"EMU_ANTHROPIC_KEY": claude.api_key})
-    yield Stack(server, chat, claude, responses, workdir)
-    server.stop()
+    with GeminiEmulator() as gemini:
+        config = gateway_config(workdir, chat, claude, responses, gemini)
+        env = {"EMU_ANTHROPIC_KEY": claude.api_key, "EMU_GEMINI_KEY": gemini.api_key}
+        server = start_server(workdir, config, extra_env=env)
+        yield Stack(server, chat, claude, responses, gemini, workdir)
+        server.stop()
     chat.stop()
     claude.stop()
     responses.stop()
@@ -163,7 +178,7 @@ def generations(stack: Stack, model: str) -> list[dict[str, Any]]:
     return [g for g in listed["data"] if g["model"] == model]
 
 
-@pytest.mark.parametrize("model", ["agent-chat", "agent-claude", "agent-responses"])
+@pytest.mark.parametrize("model", ["agent-chat", "agent-claude", "agent-gemini", "agent-responses"])
 def test_codex_runs_a_shell_command_and_answers(stack: Stack, model: str, tmp_path: Path) -> None:
     done = run_codex(stack, model, "Print the magic number with the shell.", tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -178,6 +193,11 @@ def test_codex_runs_a_shell_command_and_answers(stack: Stack, model: str, tmp_pa
         names = [t["function"]["name"] for t in sent["tools"]]
         assert "exec_command" in names and "web_search" not in names  # dropped: drop_hosted_tools
         assert any(n.startswith("multi_agent_v1__") for n in names)  # a namespace's tools, flattened
+    if model == "agent-gemini":  # the call, then its functionResponse with what Codex ran
+        call, answer = [r.body for r in stack.gemini.requests if r.scenario == "shell"]
+        assert "exec_command" in [f["name"] for t in call["tools"] for f in t.get("functionDeclarations", [])]
+        (part,) = [p for p in answer["contents"][-1]["parts"] if "functionResponse" in p]
+        assert part["functionResponse"]["name"] == "exec_command"
 
 
 def test_codex_sees_a_mid_stream_failure(stack: Stack, tmp_path: Path) -> None:
