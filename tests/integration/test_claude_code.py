@@ -136,7 +136,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 
 
 def run_claude(
-    stack: Stack, model: str, prompt: str, tmp_path: Path, key_var: str = "ANTHROPIC_AUTH_TOKEN"
+    stack: Stack,
+    model: str,
+    prompt: str,
+    tmp_path: Path,
+    key_var: str = "ANTHROPIC_AUTH_TOKEN",
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """`claude -p` as docs/agents.md shows it: the base URL and a tidegate key, nothing else."""
     home, work = tmp_path / "home", tmp_path / "work"
@@ -151,6 +156,7 @@ def run_claude(
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "NO_PROXY": "127.0.0.1,localhost",
         "LANG": "C.UTF-8",
+        **(extra_env or {}),
     }
     return subprocess.run(
         [str(CLAUDE), "-p", prompt, "--model", model, "--allowedTools", "Read"],
@@ -200,10 +206,12 @@ def test_claude_code_reads_a_file_and_answers(stack: Stack, model: str, tmp_path
 
 
 def test_claude_code_sees_a_mid_stream_failure(stack: Stack, tmp_path: Path) -> None:
-    done = run_claude(stack, "cc-breaks", "Say hello", tmp_path)
+    # Claude Code retries an overloaded stream by itself (ten times, backing off for minutes) unless told not to
+    done = run_claude(stack, "cc-breaks", "Say hello", tmp_path, extra_env={"CLAUDE_CODE_MAX_RETRIES": "0"})
     assert done.returncode != 0, done.stdout + done.stderr
     records = generations(stack, "cc-breaks")
     assert records and all(r["status"] == "failed" for r in records), records
+    assert all(r["error"]["code"] == "upstream_error" for r in records), records
 
 
 def test_claude_code_is_served_by_the_fallback_route(stack: Stack, tmp_path: Path) -> None:
