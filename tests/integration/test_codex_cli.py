@@ -11,9 +11,7 @@ tests install it the same way. Without node and npm they skip, saying so.
 
 from __future__ import annotations
 
-import fcntl
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,28 +21,19 @@ from typing import Any
 import httpx
 import pytest
 
+from coding_agents_install import AGENTS, agent_binary
 from emulators.anthropic_upstream import AnthropicFamilyEmulator
 from emulators.gemini_upstream import GeminiEmulator
 from emulators.openai_agent_upstream import AgentOpenAIUpstream
 from emulators.openai_responses_upstream import ResponsesUpstream
 from helpers import ServerProcess, sqlite_url, start_server
 
-AGENTS = Path(__file__).resolve().parents[1] / "coding_agents"
 CODEX = AGENTS / "node_modules" / ".bin" / "codex"
 ANSWER = "Tool said: tidegate-42"  # the emulators' answer once Codex ran `echo tidegate-$((6*7))`
 
 
 def codex_binary() -> Path:
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node and npm are not installed: Codex CLI (an npm package) cannot run")
-    with open(AGENTS / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent runs share one node_modules
-        if not CODEX.exists():
-            done = subprocess.run(
-                ["npm", "ci", "--no-audit", "--no-fund"], cwd=AGENTS, capture_output=True, text=True, timeout=600
-            )
-            assert done.returncode == 0, f"npm ci in tests/coding_agents failed:\n{done.stdout}\n{done.stderr}"
-    return CODEX
+    return agent_binary("codex", "Codex CLI")
 
 
 def gateway_config(

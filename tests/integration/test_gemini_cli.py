@@ -15,10 +15,8 @@ tests install it the same way. Without node and npm they skip, saying so.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,13 +26,13 @@ from typing import Any
 import httpx
 import pytest
 
+from coding_agents_install import AGENTS, agent_binary
 from emulators.anthropic_upstream import READ_MARKER, AnthropicFamilyEmulator
 from emulators.gemini_upstream import GeminiEmulator
 from emulators.openai_agent_upstream import AgentOpenAIUpstream
 from emulators.openai_upstream import TEXT_PIECES
 from helpers import ServerProcess, sqlite_url, start_server
 
-AGENTS = Path(__file__).resolve().parents[1] / "coding_agents"
 GEMINI = AGENTS / "node_modules" / ".bin" / "gemini"
 HELLO = "".join(TEXT_PIECES)
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
@@ -49,16 +47,7 @@ SETTINGS = {
 
 
 def gemini_binary() -> Path:
-    if shutil.which("node") is None or shutil.which("npm") is None:
-        pytest.skip("node and npm are not installed: Gemini CLI (an npm package) cannot run")
-    with open(AGENTS / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # concurrent runs share one node_modules
-        if not GEMINI.exists():
-            done = subprocess.run(
-                ["npm", "ci", "--no-audit", "--no-fund"], cwd=AGENTS, capture_output=True, text=True, timeout=600
-            )
-            assert done.returncode == 0, f"npm ci in tests/coding_agents failed:\n{done.stdout}\n{done.stderr}"
-    return GEMINI
+    return agent_binary("gemini", "Gemini CLI")
 
 
 def gateway_config(
