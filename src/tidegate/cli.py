@@ -148,8 +148,8 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
         "app": "tidegate.server.factory:create_app",
         "factory": True,
         "loop": "uvloop",
-        "http": "tidegate.server.guard:GuardedHttpProtocol",  # httptools behind docs/api.md §16's limits
-        "timeout_keep_alive": 5,  # an idle keep-alive connection closes after 5 s (docs/api.md §16)
+        "http": "tidegate.server.guard:GuardedHttpProtocol",  # httptools behind docs/api-edges.md §16's limits
+        "timeout_keep_alive": 5,  # an idle keep-alive connection closes after 5 s (docs/api-edges.md §16)
         "lifespan": "on",
         "access_log": False,
         "proxy_headers": False,  # nothing reads the client address or scheme: skip the per-request rewrite

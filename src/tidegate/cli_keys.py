@@ -1,4 +1,4 @@
-"""`tidegate keys`: the keys admin API of a running gateway (docs/api.md §11), from the command line.
+"""`tidegate keys`: the keys admin API of a running gateway (docs/api-operations.md §11), from the command line.
 
 Against `$TIDEGATE_URL` (default http://127.0.0.1:8080) with `$TIDEGATE_MASTER_KEY` or `--api-key`.
 With `--config` instead, `create`, `list` and `revoke` write the store directly: how the first key of a

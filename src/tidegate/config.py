@@ -1,4 +1,4 @@
-"""Configuration: one TOML file (docs/api.md §9), declared once here.
+"""Configuration: one TOML file (docs/api-operations.md §9), declared once here.
 
 Each table is a msgspec struct: its fields are the keys, their types and bounds are the validation
 (`config_values.convert` words the errors), their defaults are the defaults, and their descriptions

@@ -1,4 +1,4 @@
-"""Loading the config: find the file (docs/api.md §9 lookup order), convert each table to its declared
+"""Loading the config: find the file (docs/api-operations.md §9 lookup order), convert each table to its declared
 struct (`config.py`), then check what one field's type cannot say. Every error names the key.
 
 Lookup order: `--config`, then `$TIDEGATE_CONFIG`, then `./tidegate.toml`, then the embedded default.
@@ -189,7 +189,7 @@ def default_config_text() -> str:
 
 
 def load_config(path: str | os.PathLike[str] | None = None) -> Config:
-    """Load the config by the docs/api.md §9 lookup order."""
+    """Load the config by the docs/api-operations.md §9 lookup order."""
     candidates: list[Path] = []
     if path is not None:
         p = Path(path)

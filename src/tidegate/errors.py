@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-QUOTE_LIMIT = 200  # characters of what a client sent that an error message may repeat (docs/api.md §16)
+QUOTE_LIMIT = 200  # characters of what a client sent that an error message may repeat (docs/api-edges.md §16)
 MESSAGE_LIMIT = 1000  # characters of any error message
 
 
@@ -53,7 +53,7 @@ class StreamNotSupported(InvalidRequest):
 
 
 class UnsupportedParameter(InvalidRequest):
-    """A field no route of the model can honour (docs/api.md §15): refused, never silently dropped."""
+    """A field no route of the model can honour (docs/api-edges.md §15): refused, never silently dropped."""
 
     code = "unsupported_parameter"
 

@@ -62,7 +62,7 @@ class Authenticator:
 
 
 def unusable(key: ApiKey, now: float) -> str | None:
-    """Why `key` cannot be used now (docs/api.md §11: 401), or None."""
+    """Why `key` cannot be used now (docs/api-operations.md §11: 401), or None."""
     if key.revoked:
         return "this API key was revoked"
     if key.expires_at is not None and key.expires_at <= now:

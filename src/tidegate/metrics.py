@@ -1,4 +1,4 @@
-"""Prometheus metrics (docs/api.md §14), with `prometheus-client`.
+"""Prometheus metrics (docs/api-edges.md §14), with `prometheus-client`.
 
 One registry per process; under `tidegate serve --workers N` the supervisor gives every worker the
 same `PROMETHEUS_MULTIPROC_DIR` (server/workers.py) and `/metrics` in any worker answers for all of

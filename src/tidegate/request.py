@@ -20,7 +20,7 @@ class ReasoningOptions:
 
 @dataclass(frozen=True, slots=True)
 class ProviderPrefs:
-    """A request's OpenRouter-compatible `provider` object plus `jurisdictions` (docs/api.md §12)."""
+    """A request's OpenRouter-compatible `provider` object plus `jurisdictions` (docs/api-operations.md §12)."""
 
     order: tuple[str, ...] = ()
     only: tuple[str, ...] | None = None

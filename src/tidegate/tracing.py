@@ -1,4 +1,4 @@
-"""OpenTelemetry traces (docs/api.md §14), optional: `pip install 'tidegate[otel]'`.
+"""OpenTelemetry traces (docs/api-edges.md §14), optional: `pip install 'tidegate[otel]'`.
 
 One span per generation (`chat {model}`, the public model id) and one child span per upstream attempt
 (`chat {served model}`, kind CLIENT), with the OpenTelemetry GenAI semantic conventions' attributes:

@@ -321,7 +321,7 @@ def test_429_before_stream_falls_back(stack: Stack, kind: str) -> None:
     assert rec["status"] == "completed" and rec["provider"] == served and rec["attempts"] == 2
 
 
-# ---- what each upstream received for each translated field (docs/api.md §15) ----------------------------
+# ---- what each upstream received for each translated field (docs/api-edges.md §15) ----------------------------
 
 SENT: dict[str, Any] = {"max_tokens": 64, "temperature": 0.5, "top_p": 0.9, "stop": ["END"], "tool_choice": "required"}
 

@@ -1,5 +1,5 @@
 """A fake tidegate for client tests: a real aiohttp.web server (background thread, free port) that
-implements exactly the docs/api.md §7 behaviours the client relies on, plus fault injection.
+implements exactly the docs/api-operations.md §7 behaviours the client relies on, plus fault injection.
 
 A generation is a scripted list of SSE frames (in its door's format) that "runs" on its own clock:
 frame i is available `frame_interval` seconds after it started, whether or not a client reads. The

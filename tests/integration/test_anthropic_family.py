@@ -361,7 +361,7 @@ CITY_SCHEMA = {
 def test_response_format_is_a_forced_tool_and_the_answer_is_the_content(
     server: ServerProcess, emulator: AnthropicFamilyEmulator, model: str, response_format: dict[str, Any]
 ) -> None:
-    """docs/api.md §15: translated, not dropped. The upstream receives one tool with the client's schema and
+    """docs/api-edges.md §15: translated, not dropped. The upstream receives one tool with the client's schema and
     a tool_choice forcing it; the client gets the tool's input as the message content, finish `stop`,
     streamed and not."""
     mark = marker()
@@ -537,7 +537,7 @@ def test_emulator_verifies_sigv4(emulator: AnthropicFamilyEmulator) -> None:
 def test_a_field_the_kind_cannot_honour_is_refused_never_dropped(
     server: ServerProcess, emulator: AnthropicFamilyEmulator, model: str
 ) -> None:
-    """docs/api.md §15: 400 `unsupported_parameter` naming the field and the provider, before anything
+    """docs/api-edges.md §15: 400 `unsupported_parameter` naming the field and the provider, before anything
     reaches the upstream; a field sent with the value that asks for nothing is not a use of it."""
     provider = KINDS[model][1]
     before = len(emulator.requests)

@@ -1,5 +1,5 @@
 """tidegate.client and the client CLI: against the real tidegate server (real local model) for the
-happy paths, and against a fault-injecting fake gateway (docs/api.md §7 behaviours) for recovery."""
+happy paths, and against a fault-injecting fake gateway (docs/api-operations.md §7 behaviours) for recovery."""
 
 from __future__ import annotations
 

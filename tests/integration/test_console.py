@@ -1,4 +1,4 @@
-"""The web console at /ui (docs/api.md §14, issue 39): its session's security over plain HTTP, and the
+"""The web console at /ui (docs/api-edges.md §14, issue 39): its session's security over plain HTTP, and the
 pages in headless Chromium driven by Playwright (Debian's `chromium` as the browser; `.ci/run`
 installs it when missing). Screenshots of each page go to the test's output directory."""
 

@@ -1,4 +1,4 @@
-"""Stopping a real `tidegate serve` (docs/api.md §10; docs/operations.md, "Stopping: the drain").
+"""Stopping a real `tidegate serve` (docs/api-operations.md §10; docs/operations.md, "Stopping: the drain").
 
 - The first SIGINT/SIGTERM says what it waits for (how many generations, up to how long, and that a
   second Ctrl-C forces); the listener stays open: `/readyz` answers 503 JSON, a new generation

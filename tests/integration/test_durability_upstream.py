@@ -1,4 +1,5 @@
-"""docs/api.md §7 against a counting upstream: one key, one upstream request; kill; tenants; the seed's curl."""
+"""docs/api-operations.md §7 against a counting upstream: one key, one upstream request; kill; tenants; the
+seed's curl."""
 
 from __future__ import annotations
 

@@ -439,7 +439,7 @@ def test_fallback_before_the_answer(server: ServerProcess) -> None:
     r = _post(server, {"model": "emu/fallback", "input": ["fall back"], "encoding_format": "float"})
     assert r.status_code == 200, r.text
     assert r.headers["x-provider"] == "emu-vertex" and r.headers["x-provider-attempts"] == "3"
-    assert r.headers["x-served-region"] == "europe-west1"  # the provider's region (docs/api.md §12)
+    assert r.headers["x-served-region"] == "europe-west1"  # the provider's region (docs/api-operations.md §12)
     assert np.allclose(r.json()["data"][0]["embedding"], vector("fall back", 768), atol=1e-6)
 
 
@@ -459,7 +459,7 @@ def test_every_route_failing_is_502(server: ServerProcess) -> None:
     assert rec.json()["status"] == "failed"
 
 
-# --- idempotency and cancel (docs/api.md §7) ---------------------------------------------------------
+# --- idempotency and cancel (docs/api-operations.md §7) ---------------------------------------------------------
 
 
 def _idem(server: ServerProcess, key: str) -> dict[str, str]:

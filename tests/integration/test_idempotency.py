@@ -1,4 +1,4 @@
-"""docs/api.md §7 on the chat door: idempotency keys, stored answers, live resume, cancel, crash recovery."""
+"""docs/api-operations.md §7 on the chat door: idempotency keys, stored answers, live resume, cancel, crash recovery."""
 
 from __future__ import annotations
 

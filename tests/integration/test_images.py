@@ -322,7 +322,7 @@ def test_idempotent_repeat_is_replayed_without_a_new_upstream_call(
     assert changed.status_code == 422
 
 
-# --- replay and resume (docs/api.md §7) --------------------------------------------------------------
+# --- replay and resume (docs/api-operations.md §7) --------------------------------------------------------------
 
 REPLAY = "/api/v1/llm/responses/replay"
 

@@ -1,4 +1,4 @@
-"""Several `tidegate serve` processes on one store (docs/api.md §10): leases, sweeps, the shared live
+"""Several `tidegate serve` processes on one store (docs/api-operations.md §10): leases, sweeps, the shared live
 tail, one upstream call per Idempotency-Key, and the SIGTERM drain.
 
 Every store the gateway supports: SQLite (several processes on one file), Redis and PostgreSQL
@@ -85,7 +85,7 @@ def _keyed_stream(server: ServerProcess, model: str, idem: str, events: int = 8)
     stream = RawStream(server.base_url, NATIVE, _native(model), {**server.headers, "Idempotency-Key": idem})
     assert stream.status == 200
     stream.read_events(events)
-    time.sleep(0.6)  # flushed at least every 250 ms (docs/api.md §7)
+    time.sleep(0.6)  # flushed at least every 250 ms (docs/api-operations.md §7)
     return stream, stream.headers["x-generation-id"]
 
 
@@ -146,7 +146,7 @@ def _failure_ending(door: str, result: Any) -> dict[str, Any]:
 def test_a_killed_gateways_streams_resume_with_their_failure_on_every_door(store_url: str, tmp_path: Path) -> None:
     """SIGKILL the owner mid-stream: a resume on another gateway that follows it live, and one after
     the sweep, get the flushed frames and then the door's own failure ending; the record keeps who
-    served and the partial output (docs/api.md §7, §10)."""
+    served and the partial output (docs/api-operations.md §7, §10)."""
     with OpenAIUpstream() as emu:
         config = _config(store_url, emu)
         a, b = _start(tmp_path, "a", config), _start(tmp_path, "b", config)

@@ -1,4 +1,4 @@
-"""Keys, budgets and rate limits through real gateways (docs/api.md §11): the admin API and its bad input,
+"""Keys, budgets and rate limits through real gateways (docs/api-operations.md §11): the admin API and its bad input,
 credits reserved before the upstream call, 429s whose Retry-After is right, limits that hold across
 three gateways on one store, the usage report, and the `tidegate keys` CLI against a running gateway."""
 

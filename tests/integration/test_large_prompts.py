@@ -3,7 +3,7 @@
 Before the fix the tokenizer raised `Input too long to encode safely` inside the recorder's finish: a
 keyless stream whose client dropped stayed `in_progress` with cost 0 forever, a streamed answer
 ended after its `stop` chunk with neither `[DONE]` nor the failure chunk, a non-stream answer was a
-500 after the upstream had answered. Now each ends as the contract says and is billed (docs/api.md §16).
+500 after the upstream had answered. Now each ends as the contract says and is billed (docs/api-edges.md §16).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`/metrics` after a scripted mix (docs/api.md §14): successes, fallbacks and mid-stream failures counted
+"""`/metrics` after a scripted mix (docs/api-edges.md §14): successes, fallbacks and mid-stream failures counted
 once each, histogram counts that match, the running gauge back at zero; in one process and under
 `--workers 2`, where every worker's requests are in any worker's answer (prometheus-client's
 multiprocess mode)."""

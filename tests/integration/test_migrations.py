@@ -1,4 +1,4 @@
-"""Schema migrations (docs/api.md §10): `tidegate db upgrade`, and a gateway that refuses a schema newer
+"""Schema migrations (docs/api-operations.md §10): `tidegate db upgrade`, and a gateway that refuses a schema newer
 than it knows, on SQLite and PostgreSQL (yoyo-migrations; `src/tidegate/store/migrations/`)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Three gateways behind a real nginx, with the config from docs/deployment.md (docs/api.md §10): a killed
+"""Three gateways behind a real nginx, with the config from docs/deployment.md (docs/api-operations.md §10): a killed
 gateway's generation replays as `interrupted` through nginx, and a rolling restart of all three under
 50 streams in flight loses nothing.
 

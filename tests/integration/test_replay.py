@@ -1,4 +1,4 @@
-"""`POST /api/v1/llm/responses/replay` (docs/api.md §7): stored results, live follow, failures, crashes."""
+"""`POST /api/v1/llm/responses/replay` (docs/api-operations.md §7): stored results, live follow, failures, crashes."""
 
 from __future__ import annotations
 

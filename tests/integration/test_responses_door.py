@@ -192,7 +192,7 @@ def test_a_field_only_the_responses_api_honours_is_refused_by_name(
 
 
 def test_hints_are_accepted_on_every_route(local_server: ServerProcess) -> None:
-    # what Codex CLI sends besides its input and tools; none of it can change the answer (docs/api.md §17)
+    # what Codex CLI sends besides its input and tools; none of it can change the answer (docs/api-edges.md §17)
     response = strict_client(local_server).responses.create(
         model="local/smollm2",
         input="Hi!",

@@ -1,4 +1,4 @@
-"""Routing end to end (docs/api.md §12): a real `tidegate serve` in front of the OpenAI emulator.
+"""Routing end to end (docs/api-operations.md §12): a real `tidegate serve` in front of the OpenAI emulator.
 
 Weighted splits, least latency, circuit breakers, a policy model (`tidegate/auto`) and data residency
 (the request's `provider` object), seen from the headers, the records and the emulator's request log.
@@ -239,7 +239,8 @@ def test_residency_never_falls_back_outside_the_jurisdiction(server: ServerProce
 
 
 def test_a_keys_jurisdictions_hold_like_the_requests(server: ServerProcess, emu: OpenAIUpstream) -> None:
-    """A key made with `jurisdictions` by the keys API (docs/api.md §11, §12) is never served outside them."""
+    """A key made with `jurisdictions` by the keys API (docs/api-operations.md §11, §12) is never served
+    outside them."""
     made = httpx.post(
         server.base_url + "/api/v1/keys", json={"name": "eu-team", "jurisdictions": ["eu"]}, headers=server.headers
     )

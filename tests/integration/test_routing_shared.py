@@ -1,4 +1,4 @@
-"""Breakers shared by two `tidegate serve` instances on one Redis store (docs/api.md §12): a route that
+"""Breakers shared by two `tidegate serve` instances on one Redis store (docs/api-operations.md §12): a route that
 failed on one instance is skipped by the other, which never sent it a request; with SQLite each
 instance keeps its own (docs/routing.md says why)."""
 

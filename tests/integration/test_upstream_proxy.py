@@ -1,4 +1,4 @@
-"""Upstream connections through a real `tidegate serve` (docs/api.md §15): an openai-kind provider behind
+"""Upstream connections through a real `tidegate serve` (docs/api-edges.md §15): an openai-kind provider behind
 a real forward proxy (`proxy.py`) set per provider or by `HTTP_PROXY`, `proxy = false` going direct
 past the environment's proxy, a proxy refusing `CONNECT` falling back to the next route, and the
 warning `verify = false` logs at start. The proxy's password is never logged or answered."""

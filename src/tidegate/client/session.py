@@ -6,7 +6,7 @@ The sync and async clients only move bytes; every decision lives here so both be
   typed `TidegateAPIError`; a JSON 200 is a buffered answer, returned as one `Done`.
 - a dropped connection (transport error, or an EOF before the terminal event) -> resume: the same
   request again with `Last-Event-ID` = the last SSE id seen; events at or before it are skipped, so
-  the caller never sees a delta twice (docs/api.md §7).
+  the caller never sees a delta twice (docs/api-operations.md §7).
 - a resume answered with anything but a stream, or no resumes left -> replay: the empty-body
   `POST /api/v1/llm/responses/replay`; 409 waits `Retry-After` and asks again, 200 completes the
   stream with only what the caller has not seen, 502/404 end it as incomplete.

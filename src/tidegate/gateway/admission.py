@@ -1,4 +1,4 @@
-"""A key's admission and settlement (docs/api.md §11): the one place a generation meets its key's models,
+"""A key's admission and settlement (docs/api-operations.md §11): the one place a generation meets its key's models,
 credits and rate limits.
 
 Before the upstream call: a key that may not use the model gets 403; a key with credits or limits
@@ -32,7 +32,7 @@ from .usage import _PIECE_CHARS, _message_text, cost_of, estimate_prompt_tokens,
 
 _log = logging.getLogger("tidegate.keys")
 
-DEFAULT_OUTPUT_CAP = 4096  # docs/api.md §11: when neither the request nor the catalog names a cap
+DEFAULT_OUTPUT_CAP = 4096  # docs/api-operations.md §11: when neither the request nor the catalog names a cap
 
 
 @dataclass(slots=True)

@@ -1,4 +1,4 @@
-"""Per-route health: circuit breakers and live stats (docs/api.md §12), in this process.
+"""Per-route health: circuit breakers and live stats (docs/api-operations.md §12), in this process.
 
 A route is `provider/upstream model`. The relay reports each attempt once: `begin` when it starts,
 then `succeeded` at the commit point (with the time to the first event) or `failed` before it, and

@@ -1,4 +1,4 @@
-"""Leases (docs/api.md §10): a dead gateway's generations end `interrupted`, wherever it comes back.
+"""Leases (docs/api-operations.md §10): a dead gateway's generations end `interrupted`, wherever it comes back.
 
 Every process start is an owner with a fresh id (`new_owner`); each record it creates names it. The
 owner renews a lease in the store every third of `lease_ttl_s`; every third of it, too, it sweeps:

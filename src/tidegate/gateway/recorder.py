@@ -336,7 +336,7 @@ class Recorder:
 
     async def save_progress(self) -> None:
         """The record as it stands, stored while it runs (still `in_progress`): what a crash leaves
-        for the lease sweep to mark `interrupted` (a buffered MCP loop's calls so far, docs/api.md §13).
+        for the lease sweep to mark `interrupted` (a buffered MCP loop's calls so far, docs/api-operations.md §13).
         A failed write is logged and left for the final one."""
         try:
             await self.store.update_generation(self.record)

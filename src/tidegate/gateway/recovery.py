@@ -1,4 +1,4 @@
-"""What a generation's logs still tell when its gateway died before writing the outcome (docs/api.md §7,
+"""What a generation's logs still tell when its gateway died before writing the outcome (docs/api-operations.md §7,
 §10; docs/operations.md, "Leases").
 
 The lease sweep that marks such a record `interrupted` is one statement over every dead owner's

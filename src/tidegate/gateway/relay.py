@@ -145,7 +145,7 @@ class Relay:
     async def run(self) -> AsyncGenerator[RelayItem, None]:
         health, breakers = self.health, self.breakers
         for i, (provider, route) in enumerate(self.routes):
-            # docs/api.md §15: never silently dropped (`responses`: the provider speaks the Responses API)
+            # docs/api-edges.md §15: never silently dropped (`responses`: the provider speaks the Responses API)
             kind = KINDS.get(provider.kind)  # (None: a provider of no registered kind, a test's)
             refused = refused_field(
                 kind.fidelity if kind else None, self.request, getattr(provider, "responses", False)

@@ -1,4 +1,4 @@
-"""Request → ordered concrete routes, with the reason (docs/api.md §12).
+"""Request → ordered concrete routes, with the reason (docs/api-operations.md §12).
 
 Policy models (`type = "router"`) pick among their candidates by what the request needs and their
 policy; a model's `strategy` orders its routes; a request's `provider` object and a key's

@@ -1,4 +1,4 @@
-"""The one SSRF guard for MCP server URLs (docs/api.md §13).
+"""The one SSRF guard for MCP server URLs (docs/api-operations.md §13).
 
 A URL passes when its host (or host:port) matches `[mcp] allowed_hosts` **and** every address the name
 resolves to is public. A private, loopback, link-local, reserved or cloud-metadata address passes only

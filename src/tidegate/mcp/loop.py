@@ -1,4 +1,4 @@
-"""The model ↔ MCP tool loop (docs/api.md §13): model turns through the generation's own relay (same
+"""The model ↔ MCP tool loop (docs/api-operations.md §13): model turns through the generation's own relay (same
 routes, fallback, record and cancel signal), tool calls through `McpServers`, one buffered answer.
 
 Each model turn runs the relay once, non-streaming. Its events are observed by the recorder like any

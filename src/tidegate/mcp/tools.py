@@ -1,4 +1,4 @@
-"""The request's `{"type": "mcp", ...}` tools (docs/api.md §13), split from its function tools."""
+"""The request's `{"type": "mcp", ...}` tools (docs/api-operations.md §13), split from its function tools."""
 
 from __future__ import annotations
 

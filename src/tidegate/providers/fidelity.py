@@ -1,4 +1,4 @@
-"""What each provider kind does with each request field (docs/api.md §15): translated, passed through, or
+"""What each provider kind does with each request field (docs/api-edges.md §15): translated, passed through, or
 refused before the response starts with 400 `unsupported_parameter` naming the field and the provider.
 Never silently dropped.
 
@@ -57,7 +57,7 @@ CHAT_FIELDS = (
 )
 # read by tidegate itself whatever the provider (`n` only as 1: the chat door refuses more)
 GATEWAY_FIELDS = frozenset({"model", "messages", "stream", "stream_options", "provider", "n"})
-# hints that cannot change the answer (docs/api.md §17): accepted on every kind, used where they mean
+# hints that cannot change the answer (docs/api-edges.md §17): accepted on every kind, used where they mean
 # something (`user` and `safety_identifier` are the Anthropic kinds' `metadata.user_id`)
 HINTS = dict.fromkeys(("prompt_cache_key", "safety_identifier", "metadata", "user"), HINT)
 
@@ -340,7 +340,7 @@ def table_markdown(columns: Sequence[tuple[str, Fidelity]]) -> str:
         "# Request fields by provider kind",
         "",
         "Generated from `src/tidegate/providers/fidelity.py` (`python -m tidegate.providers.kinds >"
-        " docs/translation.md`); docs/api.md §15. A field a provider kind cannot honour is refused before",
+        " docs/translation.md`); docs/api-edges.md §15. A field a provider kind cannot honour is refused before",
         "the response starts with 400 `unsupported_parameter` naming the field and the provider, never",
         "silently dropped; when a model has another route that can serve the request, that route is",
         "tried instead (docs/fallback.md). A field sent with the value that asks for nothing (`null`,",

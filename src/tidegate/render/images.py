@@ -1,7 +1,7 @@
-"""Image renderers (docs/api.md §8): canonical image events → the OpenAI image stream, the OpenAI image
+"""Image renderers (docs/api-operations.md §8): canonical image events → the OpenAI image stream, the OpenAI image
 JSON, and the native `/api/v1/images/generations` events. Every SSE event carries `id: <n>`.
 
-Replay (docs/api.md §7: "image generations replay their native image `done`") rebuilds the native
+Replay (docs/api-operations.md §7: "image generations replay their native image `done`") rebuilds the native
 answer of a stored image generation from its record and canonical event log, whichever door it
 was started on: `image_done_for_record` (JSON) and `native_image_frames_for_record` (SSE).
 """

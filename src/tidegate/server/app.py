@@ -67,7 +67,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], KeyedHandler]] = [
     ("GET", re.compile(r"^/api/v1/generations$"), generations.list_generations),
     ("GET", re.compile(r"^/api/v1/generations/(?P<id>[0-9A-Za-z]{1,64})$"), generations.get_generation),
     ("GET", re.compile(r"^/api/v1/routes$"), routes_admin.list_routes),
-    # the keys admin API: one handler per path, which answers its methods (docs/api.md §11)
+    # the keys admin API: one handler per path, which answers its methods (docs/api-operations.md §11)
     ("*", re.compile(r"^/api/v1/keys$"), keys_admin.keys_collection),
     ("*", re.compile(r"^/api/v1/keys/(?P<id>[0-9A-Za-z_]{1,64})$"), keys_admin.key_item),
     ("POST", re.compile(r"^/api/v1/keys/(?P<id>[0-9A-Za-z_]{1,64})/credits$"), keys_admin.key_credits),
@@ -199,7 +199,7 @@ class TidegateApp:
             await ops.readyz(req, self.state, self.drain.draining)
             return
         if path == "/metrics":
-            if not ops.on_loopback(req):  # docs/api.md §14: no key on a loopback bind, a key otherwise
+            if not ops.on_loopback(req):  # docs/api-edges.md §14: no key on a loopback bind, a key otherwise
                 await self._authenticate(req)
             await ops.metrics_endpoint(req, self.state)
             return

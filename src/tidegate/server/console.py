@@ -1,4 +1,4 @@
-"""The web console at `/ui` (docs/api.md §14): its static files, its login and its session.
+"""The web console at `/ui` (docs/api-edges.md §14): its static files, its login and its session.
 
 Login takes the master key or an admin key once and answers with a session cookie: `HttpOnly`
 (scripts never see it), `SameSite=Strict` (no other site's page sends it), `Path=/`, 12 hours. The

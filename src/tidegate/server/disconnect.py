@@ -1,7 +1,7 @@
 """Watch the client connection while a response is produced: `http.disconnect` cancels it.
 
 Only when there is something to cancel: a request with an Idempotency-Key keeps running when its
-client goes away (docs/api.md §7), so it has no watcher. The watcher is the server's `receive()`
+client goes away (docs/api-operations.md §7), so it has no watcher. The watcher is the server's `receive()`
 coroutine stepped by hand from the done-callback of the future it waits on, not a task: a task per
 request cost its creation, two turns to start and to take its cancellation at the end (the request
 awaited that one), and a `CancelledError` built each time. Leaving the block closes the coroutine

@@ -139,7 +139,7 @@ async def open_generation(
     streaming: bool,
     start: Callable[[str | None, str | None], Awaitable[G]],
 ) -> G | None:
-    """Every generation door's start (docs/api.md §7): the Idempotency-Key and the body's hash, a resumed
+    """Every generation door's start (docs/api-operations.md §7): the Idempotency-Key and the body's hash, a resumed
     stream that already ended, a repeated key answered from its record; else `start(key, hash)`'s new
     generation. None when the request was answered here."""
     idem = idempotency_key(req)
@@ -156,7 +156,7 @@ async def open_generation(
 @contextlib.asynccontextmanager
 async def running(req: Request, state: AppState, gen: Generation | EmbeddingGeneration) -> AsyncIterator[None]:
     """Every generation door's lifetime around its driver: the key's X-RateLimit-* on the answer, a
-    keyless request cancelled when its client goes away (docs/api.md §7), and, however the driver ends,
+    keyless request cancelled when its client goes away (docs/api-operations.md §7), and, however the driver ends,
     the generation released and never left running."""
     req.scope[access_log.RECORD] = gen.record  # final when the request ends: its access-log line
     ticket = gen.recorder.ticket
@@ -215,7 +215,7 @@ BROKEN = "the gateway failed to finish this answer"
 
 
 async def _end_broken(req: Request, gen: Generation, writer: StreamWriter | None) -> None:
-    """The invariant behind every generation (docs/api.md §16): whatever raised, the record is final
+    """The invariant behind every generation (docs/api-edges.md §16): whatever raised, the record is final
     and the client gets its door's failure ending (a JSON 502 when nothing was written yet)."""
     if not gen.recorder.closed:
         await asyncio.shield(gen.fail({"code": "upstream_error", "message": BROKEN}))
@@ -332,7 +332,7 @@ async def drive_stream(
         final = writer.finish()
         if not isinstance(final, Failed):
             gen.recorder.log_frames(final)
-            record = await gen.complete()  # durable before the terminal event is written (docs/api.md §7)
+            record = await gen.complete()  # durable before the terminal event is written (docs/api-operations.md §7)
             if record.status == "completed":
                 await req.write(final, more=False)
                 return

@@ -1,4 +1,4 @@
-"""Rolling restarts (docs/api.md §10): on SIGTERM or SIGINT, stop being ready, drain, then stop.
+"""Rolling restarts (docs/api-operations.md §10): on SIGTERM or SIGINT, stop being ready, drain, then stop.
 
 The drain runs before the server hears of the signal: the server's own shutdown closes its
 listening socket and every idle connection at once, and a balancer probing `/readyz` then gets a

@@ -1,7 +1,7 @@
 """`POST /v1/embeddings`: validate, embed through the model's routes (fallback), answer OpenAI JSON.
 
 `stream: true` is a 400 `stream_not_supported`: embeddings have no incremental form. Like every
-generation door it honours `Idempotency-Key` (docs/api.md §7: the stored JSON with `Idempotent-Replayed:
+generation door it honours `Idempotency-Key` (docs/api-operations.md §7: the stored JSON with `Idempotent-Replayed:
 true`, 409 while running, 422 for another body) and is registered for `/api/v1/generations/{id}/cancel`:
 its start and lifetime are the door's (`door.open_generation`, `door.running`).
 """
@@ -87,7 +87,7 @@ async def _embed(req: Request, gen: EmbeddingGeneration, request: EmbeddingReque
     else:
         vectors = embeddings_json(request.model, result.vectors, request.inputs.encoding_format, outcome.prompt_tokens)
         payload = orjson.dumps(vectors)
-    if gen.record.idempotency_key is not None:  # only a repeated key can read it back (docs/api.md §7)
+    if gen.record.idempotency_key is not None:  # only a repeated key can read it back (docs/api-operations.md §7)
         recorder.log_json(payload)
     await recorder.finish(
         "completed", provider=outcome.provider, served_model=outcome.served_model, attempts=outcome.attempts

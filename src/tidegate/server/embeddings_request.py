@@ -1,4 +1,4 @@
-"""Validation of `POST /v1/embeddings` bodies (docs/api.md §8): every error names the field."""
+"""Validation of `POST /v1/embeddings` bodies (docs/api-operations.md §8): every error names the field."""
 
 from __future__ import annotations
 

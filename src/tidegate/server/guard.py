@@ -1,4 +1,4 @@
-"""The limits a hostile client meets before the app (docs/api.md §16), in front of uvicorn's protocol.
+"""The limits a hostile client meets before the app (docs/api-edges.md §16), in front of uvicorn's protocol.
 
 uvicorn with httptools enforces none of them: a 64 MB header, 100,000 headers, a head sent a byte
 a second and a connection that never sends anything were all kept open. `GuardedHttpProtocol` is

@@ -35,7 +35,7 @@ class Request:
     _headers: dict[str, str] | None = None  # decoded on first use, dropped when a stream starts
     _unfinished: Awaitable[Any] | None = None  # a `write_now` the client's flow control held up
     _chunked: Any = None  # the server's request cycle once a chunked body started (`shortcuts.py`)
-    # headers every answer to this request carries from here on (a key's X-RateLimit-*, docs/api.md §11)
+    # headers every answer to this request carries from here on (a key's X-RateLimit-*, docs/api-operations.md §11)
     extra_headers: dict[str, str] | None = None
     # called once the body is read (or reading it failed): frees the key's unfinished-body slot
     body_read: Callable[[], None] | None = None

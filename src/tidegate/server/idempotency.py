@@ -1,4 +1,4 @@
-"""Idempotency-Key handling shared by the generation doors (docs/api.md §7).
+"""Idempotency-Key handling shared by the generation doors (docs/api-operations.md §7).
 
 `prepare` validates the header and hashes the body; `answer_existing` answers a repeated request from
 the store: 422 for a different body, 409 (or a live resume with `Last-Event-ID`) while running, the
@@ -64,7 +64,7 @@ def wants_sse(req: Request) -> bool:
 def record_headers(
     record: GenerationRecord, replayed: bool = True, regions: dict[str, str] | None = None
 ) -> dict[str, str]:
-    """`regions`: provider name → configured region, for `X-Served-Region` (docs/api.md §12)."""
+    """`regions`: provider name → configured region, for `X-Served-Region` (docs/api-operations.md §12)."""
     headers: dict[str, str] = {}
     if record.provider:
         headers["x-provider"] = record.provider

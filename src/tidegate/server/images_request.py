@@ -1,4 +1,4 @@
-"""Validation of image generation bodies (docs/api.md §8), before any upstream call: 400 naming the field."""
+"""Validation of image generation bodies (docs/api-operations.md §8), before any upstream call: 400 naming the field."""
 
 from __future__ import annotations
 

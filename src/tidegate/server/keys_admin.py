@@ -1,4 +1,5 @@
-"""The keys admin API and the usage report (docs/api.md §11): `/api/v1/keys[/{id}[/credits]]`, `/api/v1/usage`.
+"""The keys admin API and the usage report (docs/api-operations.md §11): `/api/v1/keys[/{id}[/credits]]`,
+`/api/v1/usage`.
 
 Bodies are validated by msgspec structs that refuse unknown fields; a change is checked whole before
 anything is written, so a bad PATCH changes nothing. The secret is in the creation's answer only.

@@ -1,4 +1,4 @@
-"""`POST /api/v1/llm/responses/replay`: the stored result of an Idempotency-Key (docs/api.md §7).
+"""`POST /api/v1/llm/responses/replay`: the stored result of an Idempotency-Key (docs/api-operations.md §7).
 
 Never starts a generation. JSON: completed → 200 with the native `done` result; running → 409 +
 `Retry-After`; unknown → 404; failed/cancelled/interrupted → 502 with `status`, `error` and

@@ -24,7 +24,7 @@ from .responses_fields import check_hints, check_include, only_fields, text_form
 from .responses_tools import Tools, convert_tool_choice, convert_tools, flat_name
 from .validate import opt_bool, opt_dict, opt_int, opt_list, opt_number, opt_str, require_object, require_str
 
-# `provider`: the routing object of docs/api.md §12, on every generation door
+# `provider`: the routing object of docs/api-operations.md §12, on every generation door
 NATIVE_FIELDS = frozenset(
     {"model", "input", "instructions", "tools", "reasoning", "max_output_tokens", "stream", "metadata", "provider"}
 )

@@ -1,4 +1,4 @@
-"""`GET /api/v1/routes` (admin): each configured route's breaker state and live stats (docs/api.md §12)."""
+"""`GET /api/v1/routes` (admin): each configured route's breaker state and live stats (docs/api-operations.md §12)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Admission's arithmetic (docs/api.md §11), shared by the SQL stores and mirrored by Redis's Lua script.
+"""Admission's arithmetic (docs/api-operations.md §11), shared by the SQL stores and mirrored by Redis's Lua script.
 
 A generation of a key with credits or limits is admitted in one store transaction that sees every
 instance's state: the budget period's reset, the credits (spent + the live reservations + this
@@ -13,7 +13,7 @@ refusal is exact. One number per limit (not a log of requests) keeps the Redis s
 row small whatever the limit.
 
 Reservations live in their own rows, each naming the gateway process that holds it: one whose lease
-expired (docs/api.md §10: it crashed) no longer counts and is deleted by the next admission of its key,
+expired (docs/api-operations.md §10: it crashed) no longer counts and is deleted by the next admission of its key,
 so a crash never leaks credits or a concurrency slot.
 
 Settlement charges what the generation cost, but never past the key's credits (`charge`): a provider

@@ -16,7 +16,7 @@ GENERATION_STATUSES = ("in_progress", "completed", "failed", "cancelled", "inter
 
 @dataclass(frozen=True, slots=True)
 class KeyLimits:
-    """A key's rate limits (docs/api.md §11); None: no such limit."""
+    """A key's rate limits (docs/api-operations.md §11); None: no such limit."""
 
     rpm: int | None = None
     tpm: int | None = None
@@ -42,7 +42,7 @@ class ApiKey:
     expires_at: float | None = None
     admin: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
-    # the jurisdictions this key's requests may be served in (docs/api.md §12; None: any)
+    # the jurisdictions this key's requests may be served in (docs/api-operations.md §12; None: any)
     jurisdictions: tuple[str, ...] | None = None
     period_start: float = 0.0  # the budget period `spent` counts (0: none yet)
     reserved: float = 0.0  # the live reservations' sum, as last read (display only)
@@ -79,7 +79,7 @@ class ApiKey:
         self.jurisdictions = tuple(juris) if juris is not None else None
 
     def public(self) -> dict[str, Any]:
-        """The key as the admin API shows it (docs/api.md §11): never the secret or its hash."""
+        """The key as the admin API shows it (docs/api-operations.md §11): never the secret or its hash."""
         return {
             "id": self.id,
             "object": "api_key",
@@ -166,7 +166,8 @@ class GenerationRecord:
     ttft_ms: float | None = None
     duration_ms: float | None = None
     owner: str = ""  # the gateway instance (process start) running it; its lease keeps the record alive
-    route_reason: str | None = None  # why these routes, in this order (docs/api.md §12); written once at begin
+    # why these routes, in this order (docs/api-operations.md §12); written once at begin
+    route_reason: str | None = None
     # buffered MCP generations: each call's server, tool, arguments size, duration and error (§13)
     mcp_calls: list[dict[str, Any]] | None = None
     reasoning_text: str = ""  # the readable reasoning, apart from the answer (the console shows both)
@@ -175,7 +176,7 @@ class GenerationRecord:
     pace: list[list[int]] | None = None
 
     def public(self) -> dict[str, Any]:
-        """The JSON of `GET /api/v1/generations/{id}` (docs/api.md §7)."""
+        """The JSON of `GET /api/v1/generations/{id}` (docs/api-operations.md §7)."""
         return {
             "id": self.id,
             "status": self.status,
@@ -316,7 +317,7 @@ class GenerationStore(Protocol):
         ...
 
     async def admit(self, ask: Ask, now: float) -> Decision:
-        """docs/api.md §11's admission in one transaction (store/admit.py): roll the budget period,
+        """docs/api-operations.md §11's admission in one transaction (store/admit.py): roll the budget period,
         check concurrency, rate limits and credits against every instance's live reservations, and
         when admitted record the reservation and the limits' new state."""
         ...
@@ -327,7 +328,7 @@ class GenerationStore(Protocol):
         ...
 
     async def usage(self, start: float, end: float, group_by: str) -> list[dict[str, Any]]:
-        """docs/api.md §11's usage report over the records created in [start, end)."""
+        """docs/api-operations.md §11's usage report over the records created in [start, end)."""
         ...
 
     # Generations
@@ -382,7 +383,7 @@ class GenerationStore(Protocol):
         """The newest `limit` records (of one key when `key_id` is given), newest first."""
         ...
 
-    # Leases (docs/api.md §10): every gateway process start is an owner with a lease it renews.
+    # Leases (docs/api-operations.md §10): every gateway process start is an owner with a lease it renews.
     async def renew_lease(self, owner: str, ttl_s: float) -> bool:
         """Create or extend `owner`'s lease to expire `ttl_s` from now (the store's clock where it has
         one). Returns False when `owner` held no lease: its first renewal, or a lease that expired and

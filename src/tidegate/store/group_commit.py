@@ -4,7 +4,7 @@ share one transaction, so one WAL commit (its lock calls, its frames) serves all
 Under load the requests of one wave reach their store writes together (the durable record before the
 upstream request, the outcome before the answer): at 8 non-stream requests in flight, 6-7 writes came
 in the same loop iteration. Each write still returns only once its transaction has committed, as
-docs/api.md §7 asks; it waits one loop iteration for the others instead of committing alone.
+docs/api-operations.md §7 asks; it waits one loop iteration for the others instead of committing alone.
 """
 
 from __future__ import annotations

@@ -207,7 +207,7 @@ class PostgresStore:
         rows = await self.pool.fetch(recent_sql("$", key_id is not None), *args)
         return [record_from_row(r) for r in rows]
 
-    # --- leases (docs/api.md §10) ----------------------------------------------------------------------
+    # --- leases (docs/api-operations.md §10) ----------------------------------------------------------------------
     async def renew_lease(self, owner: str, ttl_s: float) -> bool:
         inserted = await self.pool.fetchval(
             "INSERT INTO leases (owner, expires_at) VALUES ($1, now() + make_interval(secs => $2))"

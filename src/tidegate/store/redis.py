@@ -291,7 +291,7 @@ class RedisStore:
         found.sort(key=lambda r: r.created_at, reverse=True)
         return found[:limit]
 
-    # --- leases (docs/api.md §10) ----------------------------------------------------------------------
+    # --- leases (docs/api-operations.md §10) ----------------------------------------------------------------------
     async def renew_lease(self, owner: str, ttl_s: float) -> bool:
         held = await self._run(
             "renew_lease", [self._k("lease", owner), self._k("leases")], [owner, max(1, int(ttl_s * 1000))]

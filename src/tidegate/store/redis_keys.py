@@ -93,7 +93,7 @@ def decision_from(raw: bytes | str) -> Decision:
 
 
 def usage_groups(records: list[dict[str, Any]], start: float, end: float, group_by: str) -> list[dict[str, Any]]:
-    """docs/api.md §11's report over decoded records (Redis has no SQL to group them)."""
+    """docs/api-operations.md §11's report over decoded records (Redis has no SQL to group them)."""
     import time
 
     groups: dict[Any, dict[str, Any]] = {}

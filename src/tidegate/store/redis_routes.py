@@ -1,4 +1,4 @@
-"""Route health shared through Redis (docs/api.md §12): instances on one Redis see each other's breakers.
+"""Route health shared through Redis (docs/api-operations.md §12): instances on one Redis see each other's breakers.
 
 Keys (under the store's prefix): `route:{route}:failures` the consecutive failures before the first
 byte, counted by every instance (forgotten 10 minutes after the last); `route:{route}:open` the wall

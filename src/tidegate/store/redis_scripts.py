@@ -37,7 +37,7 @@ end
 return n
 """
 
-# Admission (docs/api.md §11; the same arithmetic as store/admit.py, which documents it) on Redis's
+# Admission (docs/api-operations.md §11; the same arithmetic as store/admit.py, which documents it) on Redis's
 # clock. KEYS: the key hash, its reservations hash. ARGV: prefix, generation id, owner, amount, tokens,
 # period floor. Returns the decision as JSON.
 ADMIT = """

@@ -138,7 +138,7 @@ def key_params(key: ApiKey) -> tuple[Any, ...]:
     )
 
 
-# docs/api.md §11's usage groups: the SQL expression each groups by (`{day}`: the store's own UTC date)
+# docs/api-operations.md §11's usage groups: the SQL expression each groups by (`{day}`: the store's own UTC date)
 USAGE_GROUPS = {"key": "key_id", "model": "model", "provider": "provider", "day": "{day}"}
 FAILED_STATUSES = "('failed', 'interrupted')"
 

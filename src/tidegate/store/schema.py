@@ -1,4 +1,4 @@
-"""Schema migrations of the SQL stores, with yoyo-migrations (docs/api.md §10).
+"""Schema migrations of the SQL stores, with yoyo-migrations (docs/api-operations.md §10).
 
 The migrations are SQL files in `store/migrations/<backend>/`, applied in order and recorded in the
 database (`_yoyo_migration`) under yoyo's lock, so gateways starting together apply each once. A

@@ -368,7 +368,7 @@ class SQLiteStore:
         rows = await self._read(lambda db: db.execute(sql, params).fetchall())
         return [record_from_row(r) for r in rows]
 
-    # --- leases (docs/api.md §10: `sqlite_leases.py`) ----------------------------------------------------
+    # --- leases (docs/api-operations.md §10: `sqlite_leases.py`) ----------------------------------------------------
     async def renew_lease(self, owner: str, ttl_s: float) -> bool:
         held = await self._run(
             lambda: immediate(self._db(), lambda db: leases.renew(db, owner, ttl_s, self._lease_first))

@@ -1,4 +1,4 @@
-"""Leases on SQLite (docs/api.md §10): the statements `SQLiteStore`'s lease methods run, each in one
+"""Leases on SQLite (docs/api-operations.md §10): the statements `SQLiteStore`'s lease methods run, each in one
 `BEGIN IMMEDIATE` transaction on the store thread (several processes may share the file).
 
 No index on status (it cost each request two WAL frames): generations are never deleted, so their

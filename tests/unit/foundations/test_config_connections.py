@@ -1,4 +1,4 @@
-"""A provider's connection options (docs/api.md §15): parsed with defaults, and every bad value is a
+"""A provider's connection options (docs/api-edges.md §15): parsed with defaults, and every bad value is a
 config error naming its key, never repeating a proxy's password."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Usage estimation never fails and takes bounded CPU (docs/api.md §16): any text a body may carry
+"""Usage estimation never fails and takes bounded CPU (docs/api-edges.md §16): any text a body may carry
 (4 MiB) or a stream may produce is counted, in pieces under the tokenizer's own per-call limits
 (1,000,000 characters, 200,000 tokens), which used to raise `Input too long to encode safely`."""
 

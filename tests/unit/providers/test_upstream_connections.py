@@ -1,4 +1,4 @@
-"""How a provider reaches its upstream (docs/api.md §15; `providers/upstream.py`, `connect.py`,
+"""How a provider reaches its upstream (docs/api-edges.md §15; `providers/upstream.py`, `connect.py`,
 `http_client.py`): a real forward proxy (`proxy.py`, tests/forward_proxy.py), TLS servers with
 `trustme` certificates, the proxy environment, `max_connections`; on asyncio and on uvloop."""
 

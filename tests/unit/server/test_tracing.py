@@ -1,4 +1,4 @@
-"""Traces (docs/api.md §14, tracing.py) with the OpenTelemetry SDK's in-memory exporter: a fallback gives one
+"""Traces (docs/api-edges.md §14, tracing.py) with the OpenTelemetry SDK's in-memory exporter: a fallback gives one
 generation span and one child span per upstream attempt, with the GenAI semantic conventions'
 attributes; no prompt or output is recorded unless the operator opts in."""
 

@@ -451,7 +451,7 @@ async def test_hundreds_of_generations_begun_at_once_all_succeed(store: Generati
     assert [r.outcome for r in results] == ["created"] * 300
 
 
-# --- shared route health (docs/api.md §12) -----------------------------------------------------------
+# --- shared route health (docs/api-operations.md §12) -----------------------------------------------------------
 
 
 async def test_route_health_is_shared_by_redis_and_kept_in_process_by_the_sql_stores(

@@ -1,4 +1,4 @@
-"""Keys, admission and settlement (docs/api.md §11) on every store: the same cases on SQLite, Redis and
+"""Keys, admission and settlement (docs/api-operations.md §11) on every store: the same cases on SQLite, Redis and
 PostgreSQL, with several store objects standing for several gateway processes."""
 
 from __future__ import annotations

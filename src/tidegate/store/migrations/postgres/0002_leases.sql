@@ -1,4 +1,4 @@
--- Leases (docs/api.md §10): expiry on the database's clock; `generations_running` keeps a sweep to the
+-- Leases (docs/api-operations.md §10): expiry on the database's clock; `generations_running` keeps a sweep to the
 -- running records.
 -- depends: 0001_initial
 CREATE INDEX IF NOT EXISTS generations_running ON generations(owner) WHERE status = 'in_progress';

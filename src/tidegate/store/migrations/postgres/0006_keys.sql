@@ -1,4 +1,4 @@
--- Keys, budgets and rate limits (docs/api.md §11): a key's settings (budget period, limits, models,
+-- Keys, budgets and rate limits (docs/api-operations.md §11): a key's settings (budget period, limits, models,
 -- expiry, admin, metadata) as one JSON document; the counters admission updates in its transaction
 -- (the budget period's start, the two rate limits' GCRA times); one row per live reservation.
 -- depends: 0005_routing

@@ -1,4 +1,4 @@
--- Leases (docs/api.md §10): each gateway process start renews one; a sweep marks the running records of the
+-- Leases (docs/api-operations.md §10): each gateway process start renews one; a sweep marks the running records of the
 -- owners whose lease expired. `first_rowid`: every record the owner made has a higher rowid (no index on
 -- status: it cost each request two WAL frames).
 -- depends: 0001_initial
