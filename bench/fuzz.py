@@ -102,8 +102,8 @@ def _target(name: str) -> Callable[[bytes], None]:
 
         return lambda data: _split_feed(lambda: BedrockStreamDecoder("p", "m"), data)
     if name in ("chat", "responses"):
-        from tidegate.server.chat_request import parse_chat_request
-        from tidegate.server.responses_request import parse_responses_request
+        from tidegate.server.doors.chat.request import parse_chat_request
+        from tidegate.server.doors.responses.request import parse_responses_request
 
         parse = parse_chat_request if name == "chat" else parse_responses_request
 

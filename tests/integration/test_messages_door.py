@@ -18,7 +18,7 @@ from emulators.openai_upstream import OpenAIUpstream
 from helpers import ServerProcess, sqlite_url, start_server, stream_sse
 from tidegate.ids import is_ulid
 from tidegate.providers.fidelity import MESSAGES_NOTES
-from tidegate.server.messages_request import BETAS_ACCEPTED
+from tidegate.server.doors.messages.request import BETAS_ACCEPTED
 
 MESSAGES = "/v1/messages"
 HEADERS = {"anthropic-version": "2023-06-01"}

@@ -22,24 +22,23 @@ from ..store.base import ApiKey, GenerationStore
 from ..store.open import open_store
 from . import (
     access_log,
-    chat,
-    console,
-    gemini_door,
-    generations,
     heap,
-    keys_admin,
     models,
     ops,
     replay,
-    routes_admin,
     shortcuts,
 )
-from . import embeddings as embeddings_door
-from . import images as images_door
-from . import messages as messages_door
-from . import native as native_door
-from . import responses as responses_door
+from .admin import console, generations
+from .admin import keys as keys_admin
+from .admin import routes as routes_admin
 from .bodies import UnfinishedBodies
+from .doors.chat import handler as chat
+from .doors.embeddings import handler as embeddings_door
+from .doors.gemini import handler as gemini_door
+from .doors.images import handler as images_door
+from .doors.messages import handler as messages_door
+from .doors.responses import handler as responses_door
+from .doors.responses import native as native_door
 from .drain import Drain
 from .hosts import HostCheck
 from .http import Receive, Request, Scope, Send
@@ -249,7 +248,7 @@ class TidegateApp:
         if header is None and req.error_shape is gemini_door.gemini_error:
             header = gemini_door.gemini_key(req)  # `x-goog-api-key` or `?key=`, on the Gemini door
         if header is None and (cookie := console.session_cookie(req)) is not None:
-            return await console.session_key(req, self.state, cookie)  # the web console (server/console.py)
+            return await console.session_key(req, self.state, cookie)  # the web console (server/admin/console.py)
         key = await self.state.auth.authenticate(header)
         if key is None:
             raise Unauthorized("missing or unknown API key: send 'Authorization: Bearer <key>'")

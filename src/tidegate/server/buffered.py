@@ -19,13 +19,11 @@ from ..gateway.generation import Generation
 from ..mcp.client import McpFailure, McpServers
 from ..mcp.guard import check_server_url
 from ..mcp.loop import LoopResult, run_loop
-from ..mcp.tools import McpServerSpec, split_tools
-from ..providers.kinds import RESPONSES_KINDS
+from ..mcp.tools import McpServerSpec
 from ..request import GenerationRequest
 from ..store.base import ApiKey
-from .door import DoorSpec, as_error, open_generation, provider_headers, running, serve_generation
+from .door import as_error, open_generation, provider_headers, running
 from .http import Request
-from .responses_request import ResponsesRequest
 from .state import AppState
 
 log = logging.getLogger("tidegate.mcp")
@@ -84,55 +82,6 @@ async def serve_mcp(
             log.exception("generation %s: the MCP loop failed", gen.id)
             if not req.started:
                 await req.respond_error(UpstreamError("the gateway failed to finish this answer"))
-
-
-async def serve_responses_door(
-    req: Request,
-    state: AppState,
-    key: ApiKey,
-    *,
-    door: str,
-    parse: Callable[[Any], ResponsesRequest],
-    make_stream: Callable[[Generation, ResponsesRequest], Any],
-    make_json: Callable[[Generation, ResponsesRequest], Any],
-    mcp_render: Callable[[Generation, ResponsesRequest, LoopResult], dict[str, Any]],
-    stream_headers: dict[str, str],
-) -> None:
-    """The two Responses-shaped doors (`/v1/responses`, the native one): a request with MCP tools runs
-    the tool loop buffered (`custom_mcp`; the answer repeats the tools, their headers left out), any
-    other is an ordinary generation (door.py)."""
-    body = await req.json(state.config.server.max_body_bytes)
-    rest, specs = split_tools(body)
-    parsed = parse(rest)
-    extras = parsed.request.responses
-    model = state.config.models.get(parsed.request.model)
-    if extras is not None and model is not None:  # the model's word on hosted tools (docs/agents.md)
-        extras.drop_hosted = model.drop_hosted_tools
-    providers = state.config.providers
-    parsed.passthrough = frozenset(name for name, p in providers.items() if p.kind in RESPONSES_KINDS and p.responses)
-    if specs:
-        parsed.tools = [*parsed.tools, *(s.echo() for s in specs)]
-        await serve_mcp(
-            req,
-            state,
-            key,
-            door=door,
-            body=body,
-            request=parsed.request,
-            specs=specs,
-            render=lambda gen, result: mcp_render(gen, parsed, result),
-        )
-        return
-    spec = DoorSpec(
-        door=door,
-        model_type="chat",
-        body=body,
-        request=parsed.request,
-        make_stream=lambda gen: make_stream(gen, parsed),
-        make_json=lambda gen: make_json(gen, parsed),
-        stream_headers=stream_headers,
-    )
-    await serve_generation(req, state, key, spec)
 
 
 async def _fail(req: Request, gen: Generation, error: TidegateError, headers: dict[str, str]) -> None:

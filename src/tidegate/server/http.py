@@ -39,7 +39,7 @@ class Request:
     extra_headers: dict[str, str] | None = None
     # called once the body is read (or reading it failed): frees the key's unfinished-body slot
     body_read: Callable[[], None] | None = None
-    # the error body of a door that speaks another API's shape (server/messages.py: Anthropic's)
+    # the error body of a door that speaks another API's shape (server/doors/messages/: Anthropic's)
     error_shape: Callable[[TidegateError], dict[str, Any]] | None = None
 
     @classmethod

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from tidegate.config_load import parse_config
 from tidegate.errors import ConfigError, TidegateError
-from tidegate.server.chat_request import parse_chat_request
-from tidegate.server.embeddings_request import parse_embedding_request
-from tidegate.server.images_request import parse_image_request
-from tidegate.server.responses_request import parse_native_request, parse_responses_request
+from tidegate.server.doors.chat.request import parse_chat_request
+from tidegate.server.doors.embeddings.request import parse_embedding_request
+from tidegate.server.doors.images.request import parse_image_request
+from tidegate.server.doors.responses.request import parse_native_request, parse_responses_request
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

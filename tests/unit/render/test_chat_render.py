@@ -21,7 +21,7 @@ from tidegate.events import (
     UsageReport,
 )
 from tidegate.render.chat import ChatStreamRenderer
-from tidegate.server.chat import _ChatStream
+from tidegate.server.doors.chat.handler import _ChatStream
 
 EVENTS: list[Event] = [
     Started("p", "served", "up-1"),

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tidegate.errors import InvalidRequest
-from tidegate.server.responses_request import parse_native_request, parse_responses_request
+from tidegate.server.doors.responses.request import parse_native_request, parse_responses_request
 
 
 def test_string_input_instructions_and_options() -> None:

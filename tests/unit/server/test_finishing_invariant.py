@@ -23,9 +23,9 @@ from tidegate.events import Failed
 from tidegate.gateway.generation import Generation
 from tidegate.keys import make_key
 from tidegate.server.app import TidegateApp
-from tidegate.server.chat import _chat_json, _ChatStream
-from tidegate.server.chat_request import parse_chat_request
 from tidegate.server.door import DoorSpec, serve_generation
+from tidegate.server.doors.chat.handler import _chat_json, _ChatStream
+from tidegate.server.doors.chat.request import parse_chat_request
 from tidegate.server.http import Request
 from tidegate.sse import SSEDecoder
 

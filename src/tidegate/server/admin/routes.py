@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import Forbidden
-from ..gateway.health import route_key
-from ..store.base import ApiKey
-from .http import Request
-from .state import AppState
+from ...errors import Forbidden
+from ...gateway.health import route_key
+from ...store.base import ApiKey
+from ..http import Request
+from ..state import AppState
 
 
 def routes_view(state: AppState) -> dict[str, Any]:

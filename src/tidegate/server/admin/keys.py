@@ -12,11 +12,11 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from ..errors import Forbidden, InvalidRequest, MethodNotAllowed, NotFound
-from ..keys import make_key
-from ..store.base import ApiKey, KeyLimits
-from .http import Request
-from .state import AppState
+from ...errors import Forbidden, InvalidRequest, MethodNotAllowed, NotFound
+from ...keys import make_key
+from ...store.base import ApiKey, KeyLimits
+from ..http import Request
+from ..state import AppState
 
 Positive = Annotated[int, msgspec.Meta(ge=1, le=1_000_000_000)]
 Usd = Annotated[float, msgspec.Meta(ge=0, le=1e9)]

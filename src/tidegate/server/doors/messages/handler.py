@@ -1,7 +1,7 @@
 """`POST /v1/messages` and `POST /v1/messages/count_tokens`: the Anthropic Messages API door (Claude
 Code, the Anthropic SDKs; docs/agents.md).
 
-Validated into a `GenerationRequest` (server/messages_request.py), then served by door.py like every
+Validated into a `GenerationRequest` (request.py), then served by server/door.py like every
 generation door: idempotency, records, the identity headers, fallback before the first byte. The
 stream is rendered by render/messages.py (keep-alives as `ping` events); a route of kind `anthropic`
 gets the body and the `anthropic-*` headers as sent, and its events go back untouched. Errors before
@@ -15,19 +15,19 @@ from typing import Any
 
 import orjson
 
-from ..commit import Committed
-from ..config import Config
-from ..errors import ModelNotFound, TidegateError, quote
-from ..events import Event, Failed
-from ..gateway.generation import Generation
-from ..gateway.usage import count_tokens, estimate_prompt_tokens, tokenizer_ready
-from ..providers.kinds import MESSAGES_AS_SENT
-from ..render.messages import MessageBuilder, MessagesStreamRenderer
-from ..store.base import ApiKey
-from .door import BuiltJson, DoorSpec, serve_generation
-from .http import Request
-from .messages_request import MessagesRequest, parse_messages_request
-from .state import AppState
+from ....commit import Committed
+from ....config import Config
+from ....errors import ModelNotFound, TidegateError, quote
+from ....events import Event, Failed
+from ....gateway.generation import Generation
+from ....gateway.usage import count_tokens, estimate_prompt_tokens, tokenizer_ready
+from ....providers.kinds import MESSAGES_AS_SENT
+from ....render.messages import MessageBuilder, MessagesStreamRenderer
+from ....store.base import ApiKey
+from ...door import BuiltJson, DoorSpec, serve_generation
+from ...http import Request
+from ...state import AppState
+from .request import MessagesRequest, parse_messages_request
 
 # the request headers that say what a Messages request is (an `anthropic` route gets them as sent)
 ANTHROPIC_HEADERS = ("anthropic-version", "anthropic-beta")

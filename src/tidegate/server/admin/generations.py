@@ -3,12 +3,12 @@
 
 from __future__ import annotations
 
-from ..errors import GenerationNotFound, InvalidRequest, quote
-from ..gateway.recovery import recovered
-from ..store.base import ApiKey
-from .http import Request
+from ...errors import GenerationNotFound, InvalidRequest, quote
+from ...gateway.recovery import recovered
+from ...store.base import ApiKey
+from ..http import Request
+from ..state import AppState
 from .live import as_it_stands
-from .state import AppState
 
 
 async def get_generation(req: Request, state: AppState, key: ApiKey) -> None:

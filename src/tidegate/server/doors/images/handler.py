@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import orjson
 
-from ..commit import Committed
-from ..events import Event, Failed, Image, PartialImage, Progress, Started
-from ..gateway.generation import Generation
-from ..render.images import NativeImageRenderer, OpenAIImageStreamRenderer, images_json
-from ..request import GenerationRequest
-from ..store.base import ApiKey
-from .door import DoorSpec, serve_generation
-from .http import Request
-from .images_request import ImageRequest, parse_image_request
-from .state import AppState
+from ....commit import Committed
+from ....events import Event, Failed, Image, PartialImage, Progress, Started
+from ....gateway.generation import Generation
+from ....render.images import NativeImageRenderer, OpenAIImageStreamRenderer, images_json
+from ....request import GenerationRequest
+from ....store.base import ApiKey
+from ...door import DoorSpec, serve_generation
+from ...http import Request
+from ...state import AppState
+from .request import ImageRequest, parse_image_request
 
 
 def image_generation_request(state: AppState, image: ImageRequest) -> GenerationRequest:

@@ -4,7 +4,7 @@
 
 `{model}` is a tidegate model id (its `/` URL-encoded or not: the path arrives decoded), or the id
 without its `provider/` prefix when that names one model. The body is validated into a
-`GenerationRequest` (server/gemini_door_request.py) and served by door.py like every generation door:
+`GenerationRequest` (request.py) and served by server/door.py like every generation door:
 idempotency, records, identity headers, keys and budgets, fallback before the first byte. A route of
 kind `gemini` gets the body as sent and its chunks go back untouched (render/gemini.py). The key comes
 in `x-goog-api-key` or `?key=` (or `Authorization: Bearer`); errors use Google's shape
@@ -20,19 +20,19 @@ from typing import Any
 
 import orjson
 
-from ..commit import Committed
-from ..config import Config, ModelConfig
-from ..errors import InvalidRequest, ModelNotFound, NotFound, TidegateError, quote
-from ..events import Event, Failed
-from ..gateway.generation import Generation
-from ..gateway.usage import count_tokens, estimate_prompt_tokens, tokenizer_ready
-from ..providers.kinds import GEMINI_AS_SENT
-from ..render.gemini import KEEPALIVE, GeminiResponseBuilder, GeminiStreamRenderer, google_error
-from ..store.base import ApiKey
-from .door import BuiltJson, DoorSpec, serve_generation
-from .gemini_door_request import parse_gemini_request
-from .http import Request
-from .state import AppState
+from ....commit import Committed
+from ....config import Config, ModelConfig
+from ....errors import InvalidRequest, ModelNotFound, NotFound, TidegateError, quote
+from ....events import Event, Failed
+from ....gateway.generation import Generation
+from ....gateway.usage import count_tokens, estimate_prompt_tokens, tokenizer_ready
+from ....providers.kinds import GEMINI_AS_SENT
+from ....render.gemini import KEEPALIVE, GeminiResponseBuilder, GeminiStreamRenderer, google_error
+from ....store.base import ApiKey
+from ...door import BuiltJson, DoorSpec, serve_generation
+from ...http import Request
+from ...state import AppState
+from .request import parse_gemini_request
 
 ACTION = re.compile(r"^/(?:v1beta|v1)/models/(?P<model>.+):(?P<method>[A-Za-z]+)$")
 MODEL = re.compile(r"^/(?:v1beta|v1)/models/(?P<model>[^:]+)$")

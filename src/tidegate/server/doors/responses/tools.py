@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidRequest, quote
-from ..request import ToolRef
+from ....errors import InvalidRequest, quote
+from ....request import ToolRef
 
 NAMESPACE_JOIN = "__"
 # the Responses API's hosted tools (openai-python's `ToolParam`): run by OpenAI, not by the client

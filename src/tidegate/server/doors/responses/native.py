@@ -12,16 +12,16 @@ from typing import Any
 
 import orjson
 
-from ..commit import Committed
-from ..events import Event, Failed
-from ..gateway.generation import Generation
-from ..mcp.loop import LoopResult
-from ..render.native import NativeStreamRenderer, native_result
-from ..store.base import ApiKey, usage_of
-from .buffered import serve_responses_door
-from .http import Request
-from .responses_request import ResponsesRequest, parse_native_request
-from .state import AppState
+from ....commit import Committed
+from ....events import Event, Failed
+from ....gateway.generation import Generation
+from ....mcp.loop import LoopResult
+from ....render.native import NativeStreamRenderer, native_result
+from ....store.base import ApiKey, usage_of
+from ...http import Request
+from ...state import AppState
+from .request import ResponsesRequest, parse_native_request
+from .serve import serve_responses_door
 
 STREAMED = {"x-kendr-stream-mode": "streamed"}
 

@@ -28,10 +28,10 @@ from typing import Any
 
 import orjson
 
-from ..errors import InvalidRequest, quote
-from ..gateway.routing import parse_provider_prefs
-from ..render.gemini import SKIP_SIGNATURE, unpack_reasoning
-from ..request import GeminiExtras, GenerationRequest, ReasoningOptions
+from ....errors import InvalidRequest, quote
+from ....gateway.routing import parse_provider_prefs
+from ....render.gemini import SKIP_SIGNATURE, unpack_reasoning
+from ....request import GeminiExtras, GenerationRequest, ReasoningOptions
 
 # the fields of GenerateContentRequest (REST reference) the door reads; `provider` is tidegate's routing
 FIELDS = frozenset(

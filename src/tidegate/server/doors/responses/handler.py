@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..commit import Committed
-from ..events import Event, Failed
-from ..gateway.generation import Generation
-from ..mcp.loop import LoopResult
-from ..render.responses import ResponseBuilder, ResponsesStreamRenderer
-from ..store.base import ApiKey
-from .buffered import serve_responses_door
-from .door import BuiltJson
-from .http import Request
+from ....commit import Committed
+from ....events import Event, Failed
+from ....gateway.generation import Generation
+from ....mcp.loop import LoopResult
+from ....render.responses import ResponseBuilder, ResponsesStreamRenderer
+from ....store.base import ApiKey
+from ...door import BuiltJson
+from ...http import Request
+from ...state import AppState
 from .native import STREAMED
-from .responses_request import ResponsesRequest, parse_responses_request
-from .state import AppState
+from .request import ResponsesRequest, parse_responses_request
+from .serve import serve_responses_door
 
 
 class _ResponsesStream:

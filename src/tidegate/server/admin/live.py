@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..gateway.generation import Generation
-from ..gateway.recovery import who_served
-from ..gateway.usage import rough_usage
-from ..store.base import GenerationRecord, usage_of
-from .state import AppState
+from ...gateway.generation import Generation
+from ...gateway.recovery import who_served
+from ...gateway.usage import rough_usage
+from ...store.base import GenerationRecord, usage_of
+from ..state import AppState
 
 
 async def as_it_stands(state: AppState, record: GenerationRecord) -> GenerationRecord:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidRequest, quote
-from ..gateway.routing import parse_provider_prefs
-from ..request import GenerationRequest, ReasoningOptions
-from .validate import (
+from ....errors import InvalidRequest, quote
+from ....gateway.routing import parse_provider_prefs
+from ....request import GenerationRequest, ReasoningOptions
+from ...validate import (
     opt_bool,
     opt_dict,
     opt_int,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidRequest, quote
-from .validate import opt_bool, opt_int, opt_str, require_object, require_str
+from ....errors import InvalidRequest, quote
+from ...validate import opt_bool, opt_int, opt_str, require_object, require_str
 
 SIZES = ("auto", "256x256", "512x512", "1024x1024", "1536x1024", "1024x1536", "1792x1024", "1024x1792")
 QUALITIES = ("auto", "low", "medium", "high", "standard", "hd")

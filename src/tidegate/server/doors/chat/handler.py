@@ -6,18 +6,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..commit import Committed
-from ..events import Event, Failed, ToolCallDelta
-from ..gateway.generation import Generation
-from ..mcp.loop import LoopResult
-from ..mcp.tools import server_tool_specs
-from ..render.chat import ChatCompletionBuilder, ChatStreamRenderer
-from ..store.base import ApiKey
-from .buffered import serve_mcp
-from .chat_request import parse_chat_request
-from .door import BuiltJson, DoorSpec, serve_generation
-from .http import Request
-from .state import AppState
+from ....commit import Committed
+from ....events import Event, Failed, ToolCallDelta
+from ....gateway.generation import Generation
+from ....mcp.loop import LoopResult
+from ....mcp.tools import server_tool_specs
+from ....render.chat import ChatCompletionBuilder, ChatStreamRenderer
+from ....store.base import ApiKey
+from ...buffered import serve_mcp
+from ...door import BuiltJson, DoorSpec, serve_generation
+from ...http import Request
+from ...state import AppState
+from .request import parse_chat_request
 
 
 class _ChatStream:

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import InvalidRequest, quote
-from .validate import opt_dict, opt_str
+from ....errors import InvalidRequest, quote
+from ...validate import opt_dict, opt_str
 
 READ = frozenset(
     {

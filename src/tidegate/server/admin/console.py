@@ -26,11 +26,11 @@ from typing import Any
 
 import orjson
 
-from ..errors import Forbidden, InvalidRequest, MethodNotAllowed, NotFound, Unauthorized
-from ..keys import MASTER_ID, unusable
-from ..store.base import ApiKey
-from .http import Request
-from .state import AppState
+from ...errors import Forbidden, InvalidRequest, MethodNotAllowed, NotFound, Unauthorized
+from ...keys import MASTER_ID, unusable
+from ...store.base import ApiKey
+from ..http import Request
+from ..state import AppState
 
 COOKIE = "tidegate_session"
 SESSION_S = 12 * 3600

@@ -5,9 +5,9 @@ items become assistant `tool_calls`, `function_call_output` items become `tool` 
 `reasoning` items become assistant `reasoning_details` (text + signature, or encrypted data) so a
 provider can replay its own thinking. Consecutive assistant-side items of one turn (reasoning,
 message, function calls) merge into one assistant message. `custom_tool_call` items are calls of
-their flattened function, `custom_tool_call_output` items tool messages (server/responses_tools.py).
+their flattened function, `custom_tool_call_output` items tool messages (tools.py).
 The native door refuses every field it does not know; the Responses door's fields are sorted by
-server/responses_fields.py.
+fields.py.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from typing import Any
 
 import orjson
 
-from ..errors import InvalidRequest, quote
-from ..gateway.routing import parse_provider_prefs
-from ..request import GenerationRequest, ReasoningOptions, ResponsesExtras, ToolRef
-from .responses_fields import check_hints, check_include, only_fields, text_format
-from .responses_tools import Tools, convert_tool_choice, convert_tools, flat_name
-from .validate import opt_bool, opt_dict, opt_int, opt_list, opt_number, opt_str, require_object, require_str
+from ....errors import InvalidRequest, quote
+from ....gateway.routing import parse_provider_prefs
+from ....request import GenerationRequest, ReasoningOptions, ResponsesExtras, ToolRef
+from ...validate import opt_bool, opt_dict, opt_int, opt_list, opt_number, opt_str, require_object, require_str
+from .fields import check_hints, check_include, only_fields, text_format
+from .tools import Tools, convert_tool_choice, convert_tools, flat_name
 
 # `provider`: the routing object of docs/api-operations.md §12, on every generation door
 NATIVE_FIELDS = frozenset(
@@ -228,7 +228,7 @@ class _Messages:
 
 
 def _call_name(item: dict[str, Any], where: str) -> str:
-    """The flat name a translated model knows the called tool by (server/responses_tools.py)."""
+    """The flat name a translated model knows the called tool by (tools.py)."""
     name = item.get("name")
     if not isinstance(name, str) or not name:
         raise InvalidRequest(f"'{where}.name' must be a non-empty string")

@@ -13,17 +13,17 @@ from collections.abc import Awaitable
 
 import orjson
 
-from ..errors import PayloadTooLarge, TidegateError
-from ..events import Started, UsageReport
-from ..gateway.embedding_relay import EmbeddingOutcome, estimate_tokens
-from ..gateway.generation import EmbeddingGeneration
-from ..render.embeddings import embeddings_json
-from ..request import EmbeddingInputs
-from ..store.base import ApiKey
-from .door import open_generation, running
-from .embeddings_request import MAX_TOTAL_TOKENS, EmbeddingRequest, parse_embedding_request
-from .http import Request
-from .state import AppState
+from ....errors import PayloadTooLarge, TidegateError
+from ....events import Started, UsageReport
+from ....gateway.embedding_relay import EmbeddingOutcome, estimate_tokens
+from ....gateway.generation import EmbeddingGeneration
+from ....render.embeddings import embeddings_json
+from ....request import EmbeddingInputs
+from ....store.base import ApiKey
+from ...door import open_generation, running
+from ...http import Request
+from ...state import AppState
+from .request import MAX_TOTAL_TOKENS, EmbeddingRequest, parse_embedding_request
 
 
 async def check_total_tokens(inputs: EmbeddingInputs) -> None:

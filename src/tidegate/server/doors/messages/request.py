@@ -24,10 +24,10 @@ from typing import Any
 
 import orjson
 
-from ..errors import InvalidRequest, quote
-from ..gateway.routing import parse_provider_prefs
-from ..request import GenerationRequest, MessagesExtras, ReasoningOptions
-from .validate import opt_bool, opt_dict, opt_int, opt_list, opt_number, require_object, require_str
+from ....errors import InvalidRequest, quote
+from ....gateway.routing import parse_provider_prefs
+from ....request import GenerationRequest, MessagesExtras, ReasoningOptions
+from ...validate import opt_bool, opt_dict, opt_int, opt_list, opt_number, require_object, require_str
 
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidRequest, PayloadTooLarge, StreamNotSupported, quote
-from ..request import EmbeddingInputs
-from .validate import opt_int, opt_str, require_object, require_str
+from ....errors import InvalidRequest, PayloadTooLarge, StreamNotSupported, quote
+from ....request import EmbeddingInputs
+from ...validate import opt_int, opt_str, require_object, require_str
 
 MAX_INPUTS = 2048  # per request, as OpenAI
 MAX_TOTAL_TOKENS = 300_000  # per request, as OpenAI

@@ -1,0 +1,1 @@
+"""Operator pages and admin APIs: the console, keys, routes and the generations API."""

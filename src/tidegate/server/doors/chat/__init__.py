@@ -1,0 +1,1 @@
+"""The chat completions door: `POST /v1/chat/completions` (docs/api.md §3)."""

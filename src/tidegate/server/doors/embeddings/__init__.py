@@ -1,0 +1,1 @@
+"""The embeddings door: `POST /v1/embeddings` (docs/api-operations.md §8)."""

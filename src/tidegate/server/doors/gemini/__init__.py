@@ -1,0 +1,1 @@
+"""The Gemini door: `POST /v1beta/models/{model}:generateContent` and friends (docs/api-edges.md §17)."""

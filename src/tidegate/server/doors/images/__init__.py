@@ -1,0 +1,1 @@
+"""The images door: `POST /v1/images/generations` (docs/api-operations.md §8)."""
