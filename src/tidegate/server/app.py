@@ -19,6 +19,7 @@ from ..gateway.router import Router
 from ..ids import new_ulid
 from ..keys import Authenticator, unusable
 from ..store.base import ApiKey, GenerationStore
+from ..store.console import console_of
 from ..store.open import open_store
 from . import (
     access_log,
@@ -28,9 +29,10 @@ from . import (
     replay,
     shortcuts,
 )
-from .admin import console, generations
+from .admin import console, generations, stats
 from .admin import keys as keys_admin
 from .admin import routes as routes_admin
+from .admin import sessions as sessions_admin
 from .bodies import UnfinishedBodies
 from .doors.chat import handler as chat
 from .doors.embeddings import handler as embeddings_door
@@ -66,6 +68,8 @@ _ROUTES: list[tuple[str, re.Pattern[str], KeyedHandler]] = [
     ("GET", re.compile(r"^/api/v1/generations$"), generations.list_generations),
     ("GET", re.compile(r"^/api/v1/generations/(?P<id>[0-9A-Za-z]{1,64})$"), generations.get_generation),
     ("GET", re.compile(r"^/api/v1/routes$"), routes_admin.list_routes),
+    ("GET", re.compile(r"^/api/v1/sessions$"), sessions_admin.list_sessions),
+    ("GET", re.compile(r"^/api/v1/stats/series$"), stats.stats_series),
     # the keys admin API: one handler per path, which answers its methods (docs/api-operations.md §11)
     ("*", re.compile(r"^/api/v1/keys$"), keys_admin.keys_collection),
     ("*", re.compile(r"^/api/v1/keys/(?P<id>[0-9A-Za-z_]{1,64})$"), keys_admin.key_item),
@@ -128,6 +132,7 @@ class TidegateApp:
             gateway=gateway,
             auth=Authenticator(store),
             leases=Leases(store, gateway.instance, config.server.lease_ttl_s),
+            console=console_of(store),
         )
         self.bodies = UnfinishedBodies()
         self.hosts = HostCheck(config.server.allowed_hosts)

@@ -10,6 +10,7 @@ from ..gateway.generation import Gateway
 from ..gateway.leases import Leases
 from ..keys import Authenticator
 from ..store.base import GenerationStore
+from ..store.console import ConsoleStore
 
 
 @dataclass(slots=True)
@@ -19,5 +20,6 @@ class AppState:
     gateway: Gateway
     auth: Authenticator
     leases: Leases
+    console: ConsoleStore  # what the web console reads at scale (store/console.py)
     ready: bool = False
     tasks: set[asyncio.Task[None]] = field(default_factory=set)

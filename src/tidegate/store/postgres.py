@@ -17,6 +17,7 @@ import asyncpg  # type: ignore[import-untyped]
 import orjson
 
 from . import logpack
+from . import postgres_console as pg_console
 from . import postgres_keys as pg_keys
 from .admit import Ask, Decision
 from .base import (
@@ -40,6 +41,8 @@ _UPDATE_GEN = (
     + ", ".join(f"{c} = ${i + 2}" for i, c in enumerate(_GEN_NAMES[1:]))
     + " WHERE id = $1 AND status = 'in_progress'"  # a record a lease sweep marked keeps its outcome
 )
+# The final update and the record's rollups in one statement (store/postgres_console.py)
+_FINAL_GEN = pg_console.final_update(_UPDATE_GEN, GEN_COUNT + 1)
 # A flush writes one row per run of entries (`logpack`): a row per entry cost a stream with an
 # Idempotency-Key more than the rest of its relay (an index entry, a heap tuple and WAL per chunk). A run
 # written again from its first seq (a retry of a write that failed) replaces the first write. Rows of the
@@ -192,11 +195,18 @@ class PostgresStore:
 
     async def update_generation(self, record: GenerationRecord, log: list[LogRun] | None = None) -> bool:
         rows = _log_rows(record.id, log) if log else []
+        if record.status == "in_progress":  # progress: no rollup until it ends
+            if not rows:
+                return _count(await self.pool.execute(_UPDATE_GEN, *_params(record))) > 0
+            async with self.pool.acquire() as conn, conn.transaction():
+                await conn.executemany(_UPSERT_LOG, rows)
+                return _count(await conn.execute(_UPDATE_GEN, *_params(record))) > 0
+        args = (*_params(record), *pg_console.final_params(record))  # the outcome and the console's rollups
         if not rows:
-            return _count(await self.pool.execute(_UPDATE_GEN, *_params(record))) > 0
+            return int(await self.pool.fetchval(_FINAL_GEN, *args)) > 0
         async with self.pool.acquire() as conn, conn.transaction():
             await conn.executemany(_UPSERT_LOG, rows)
-            return _count(await conn.execute(_UPDATE_GEN, *_params(record))) > 0
+            return int(await conn.fetchval(_FINAL_GEN, *args)) > 0
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None:
         row = await self.pool.fetchrow(_SELECT_GEN, generation_id)

@@ -30,7 +30,7 @@ from redis.asyncio.client import PubSub
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
-from . import logpack, redis_keys
+from . import logpack, redis_console, redis_keys
 from . import redis_scripts as scripts
 from .admit import Ask, Decision
 from .base import (
@@ -271,7 +271,10 @@ class RedisStore:
     async def update_generation(self, record: GenerationRecord, log: list[LogRun] | None = None) -> bool:
         if log:
             await self.append_log(record.id, log)  # first: the outcome is never seen before its log
-        return await self._put("update", record)
+        written = await self._put("update", record)
+        if written and record.status != "in_progress":
+            await redis_console.roll_up(self, record)  # the console's rollups (store/redis_console.py)
+        return written
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None:
         flat = await self._cmd("HGETALL", self._k("gen", generation_id))

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from . import logpack, sqlite_keys
+from . import logpack, sqlite_console, sqlite_keys
 from . import sqlite_leases as leases
 from .admit import Ask, Decision
 from .base import (
@@ -331,6 +331,7 @@ class SQLiteStore:
     async def update_generation(self, record: GenerationRecord, log: list[LogRun] | None = None) -> bool:
         params = final_params(record)
         runs = [run for run in log or () if run.items]
+        ended = record.status != "in_progress"
 
         def _update(db: sqlite3.Connection, rows: list[LogRow]) -> tuple[int, bool]:
             """The outcome, with the log's rows (in the caller's transaction): the bytes stored, and
@@ -338,6 +339,8 @@ class SQLiteStore:
             if rows:
                 db.executemany(_INSERT_LOG_BATCH, rows)
             applied = db.execute(_UPDATE_GENERATION, params).rowcount > 0
+            if applied and ended:  # the console's rollups, in the same transaction (store/sqlite_console.py)
+                sqlite_console.roll_up(db, record)
             return _stored_bytes(rows), applied
 
         if self._memory:

@@ -1,0 +1,220 @@
+"""What the web console reads at scale (docs/console-api.md): rollups, the filtered log, the audit
+log and logged bodies, behind a protocol of their own (`ConsoleStore`), apart from `GenerationStore`.
+
+Rollups are kept as records end (each store's final write of a record adds to its buckets, in the
+same transaction where the store has one), so a console view reads a few hundred bucket rows and
+never scans generation records. Time to first token is kept as a histogram over fixed
+log-spaced bounds, so buckets add up and any sum of them still gives a p50/p95.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .base import GenerationRecord, GenerationStore
+
+# Upper bounds (ms) of the TTFT histogram's buckets: 5 ms x 1.5^i, 5 ms to ~56 s; one more bucket
+# holds what is above the last. Log-spaced: a percentile read from it is within ~25 % at any scale.
+TTFT_BOUNDS_MS: tuple[float, ...] = tuple(round(5 * 1.5**i, 3) for i in range(24))
+HIST_BUCKETS = len(TTFT_BOUNDS_MS) + 1
+# Bucket widths kept and for how long: minutes 2 days, hours 90 days, days 400 days (the month view
+# reads 30 day rows instead of 720 hour rows per group).
+RESOLUTIONS: dict[int, int] = {60: 2 * 86_400, 3_600: 90 * 86_400, 86_400: 400 * 86_400}
+# Record statuses counted as errors in the rollups (a cancel is the client's choice, not an error).
+ERROR_STATUSES = frozenset({"failed", "interrupted"})
+GROUP_COLUMNS = {"none": None, "model": "model", "provider": "provider", "key": "key_id"}
+
+
+def ttft_bucket(ttft_ms: float | None) -> int:
+    """The histogram bucket of a time to first token; -1 when there was none (no token came)."""
+    if ttft_ms is None:
+        return -1
+    return bisect.bisect_left(TTFT_BOUNDS_MS, ttft_ms)
+
+
+def quantile(hist: list[int], q: float) -> float | None:
+    """The `q` quantile (ms) of a histogram, interpolated inside its bucket; None when it is empty."""
+    total = sum(hist)
+    if total == 0:
+        return None
+    rank = q * total
+    seen = 0
+    for i, count in enumerate(hist):
+        if count and seen + count >= rank:
+            low = TTFT_BOUNDS_MS[i - 1] if i > 0 else 0.0
+            high = TTFT_BOUNDS_MS[i] if i < len(TTFT_BOUNDS_MS) else TTFT_BOUNDS_MS[-1] * 1.5
+            return round(low + (high - low) * (rank - seen) / count, 1)
+        seen += count
+    return round(TTFT_BOUNDS_MS[-1] * 1.5, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Rollup:
+    """What one ended record adds to each of its buckets."""
+
+    created_at: float
+    model: str
+    provider: str
+    key_id: str
+    error: bool
+    input_tokens: int
+    output_tokens: int
+    cost: float
+    ttft_bucket: int
+
+    @classmethod
+    def of(cls, r: GenerationRecord) -> Rollup:
+        return cls(
+            created_at=r.created_at,
+            model=r.model,
+            provider=r.provider or "",
+            key_id=r.key_id,
+            error=r.status in ERROR_STATUSES,
+            input_tokens=r.usage.prompt_tokens,
+            output_tokens=r.usage.completion_tokens,
+            cost=float(r.cost),
+            ttft_bucket=ttft_bucket(r.ttft_ms),
+        )
+
+
+@dataclass(slots=True)
+class Bucket:
+    """One (bucket start, group) of a series: sums and the TTFT histogram."""
+
+    t: float
+    group: str
+    requests: int = 0
+    errors: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    hist: list[int] = field(default_factory=lambda: [0] * HIST_BUCKETS)
+
+    def add(self, other: Bucket) -> None:
+        self.requests += other.requests
+        self.errors += other.errors
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cost += other.cost
+        self.hist = [a + b for a, b in zip(self.hist, other.hist, strict=True)]
+
+    def point(self) -> dict[str, Any]:
+        return {
+            "t": self.t,
+            "requests": self.requests,
+            "errors": self.errors,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost": round(self.cost, 10),
+            "ttft_p50_ms": quantile(self.hist, 0.5),
+            "ttft_p95_ms": quantile(self.hist, 0.95),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesQuery:
+    """Buckets of `bucket_s` seconds starting in [start, end), grouped by `by` (GROUP_COLUMNS)."""
+
+    bucket_s: int
+    start: float
+    end: float
+    by: str = "none"
+    model: str | None = None
+    provider: str | None = None
+    key_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LogFilter:
+    """`GET /api/v1/generations`' filters; `before`: the keyset cursor (created_at, id), exclusive."""
+
+    since: float | None = None
+    until: float | None = None
+    key_id: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    status: str | None = None
+    session: str | None = None
+    id: str | None = None
+    before: tuple[float, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    id: str  # a ULID: the order of the log
+    at: float
+    actor_key_id: str
+    actor_name: str
+    action: str
+    target: str
+    detail: dict[str, Any]
+
+    def public(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "at": self.at,
+            "actor": {"key_id": self.actor_key_id, "name": self.actor_name},
+            "action": self.action,
+            "target": self.target,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Bodies:
+    """A generation's logged request (as received) and final answer, JSON or text."""
+
+    request: Any
+    response: Any
+
+
+class ConsoleStore(Protocol):
+    """The console's reads and the writes that feed them, per store (sqlite_console.py, ...)."""
+
+    async def series(self, query: SeriesQuery) -> list[Bucket]:
+        """The non-empty buckets of the query, one per (bucket start, group)."""
+        ...
+
+    async def generations(self, where: LogFilter, limit: int) -> list[GenerationRecord]:
+        """Records matching `where`, newest first by (created_at, id), at most `limit`."""
+        ...
+
+    async def add_audit(self, entry: AuditEntry) -> None: ...
+
+    async def audit(self, limit: int, before: str | None) -> list[AuditEntry]:
+        """Entries newest first, those older than the entry id `before` when given."""
+        ...
+
+    async def save_bodies(self, generation_id: str, at: float, bodies: Bodies, ttl_s: float) -> None: ...
+
+    async def bodies(self, generation_id: str) -> Bodies | None: ...
+
+    async def prune(self, now: float, body_retention_s: float) -> int:
+        """Drop rollup buckets past their resolution's retention and bodies past `body_retention_s`."""
+        ...
+
+
+def console_of(store: GenerationStore) -> ConsoleStore:
+    """The console side of an open store (each backend's module is imported only when used)."""
+    kind = type(store).__name__
+    if kind == "SQLiteStore":
+        from .sqlite import SQLiteStore
+        from .sqlite_console import SQLiteConsole
+
+        assert isinstance(store, SQLiteStore)
+        return SQLiteConsole(store)
+    if kind == "PostgresStore":
+        from .postgres import PostgresStore
+        from .postgres_console import PostgresConsole
+
+        assert isinstance(store, PostgresStore)
+        return PostgresConsole(store)
+    if kind == "RedisStore":
+        from .redis import RedisStore
+        from .redis_console import RedisConsole
+
+        assert isinstance(store, RedisStore)
+        return RedisConsole(store)
+    raise TypeError(f"no console store for {kind}")

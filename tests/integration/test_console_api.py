@@ -1,0 +1,132 @@
+"""The console's JSON API at scale (docs/console-api.md, issue 54) through real gateways on each store:
+series from the rollups after real requests (a failed one too), the log's filters and keyset
+paging, the audit log of the keys admin API, body logging per key and per model with its
+retention, the routes' last failures with secrets redacted, and what a non-admin key may see."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from emulators.openai_upstream import OpenAIUpstream
+from helpers import MASTER_KEY, ServerProcess, start_server
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "store"))
+from store_backends import shared_store_url
+
+CHAT = "/v1/chat/completions"
+MASTER = {"Authorization": f"Bearer {MASTER_KEY}"}
+# the upstream's own key: the emulator's 401 answer echoes it, and nothing the console shows may
+UPSTREAM_SECRET = "sk-upstream-console-0123456789abcdef"
+
+
+def _config(store_url: str, emu: OpenAIUpstream) -> str:
+    return f"""
+[server]
+host = "127.0.0.1"
+[store]
+url = "{store_url}"
+[providers.emu]
+kind = "openai"
+base_url = "{emu.base_url}"
+api_key_env = "CANARY_CONSOLE_UPSTREAM_KEY"
+[models.chat]
+routes = [{{ provider = "emu", model = "text" }}]
+pricing = {{ prompt = 1, completion = 2 }}
+[models.logged]
+routes = [{{ provider = "emu", model = "text" }}]
+[models.broken]
+routes = [{{ provider = "emu", model = "http-500" }}]
+[models.leaky]
+routes = [{{ provider = "emu", model = "http-401" }}]
+"""
+
+
+@dataclass
+class Stack:
+    server: ServerProcess
+    emu: OpenAIUpstream
+    backend: str
+    keys: dict[str, dict[str, Any]]
+
+    def get(self, path: str, key: str | None = None, **params: Any) -> httpx.Response:
+        headers = MASTER if key is None else {"Authorization": f"Bearer {key}"}
+        return httpx.get(self.server.base_url + path, params=params, headers=headers, timeout=30)
+
+    def chat(self, key: str, model: str = "chat", text: str = "hello", stream: bool = False) -> httpx.Response:
+        body = {"model": model, "messages": [{"role": "user", "content": text}], "stream": stream}
+        return httpx.post(
+            self.server.base_url + CHAT, json=body, headers={"Authorization": f"Bearer {key}"}, timeout=30
+        )
+
+
+@pytest.fixture(scope="module", params=["sqlite", "redis", "postgres"])
+def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    tmp = tmp_path_factory.mktemp(f"console-{request.param}")
+    with OpenAIUpstream() as emu, shared_store_url(request.param, tmp, "console") as url:
+        server = start_server(tmp / "gw", _config(url, emu), extra_env={"CANARY_CONSOLE_UPSTREAM_KEY": UPSTREAM_SECRET})
+        try:
+            keys = {}
+            for name, extra in (("ops", {"admin": True}), ("app", {})):
+                r = httpx.post(server.base_url + "/api/v1/keys", json={"name": name, **extra}, headers=MASTER)
+                assert r.status_code == 201, r.text
+                keys[name] = r.json()
+            yield Stack(server, emu, request.param, keys)
+        finally:
+            server.stop()
+    log = server.log()
+    assert MASTER_KEY not in log and UPSTREAM_SECRET not in log
+
+
+def _series(stack: Stack, **params: Any) -> dict[str, Any]:
+    r = stack.get("/api/v1/stats/series", **params)
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def test_series_buckets_and_totals_after_real_requests(stack: Stack) -> None:
+    app = stack.keys["app"]["key"]
+    before = _series(stack, window="hour", by="model")["totals"]
+    for _ in range(3):
+        assert stack.chat(app).status_code == 200
+    assert stack.chat(app, stream=True).status_code == 200
+    assert stack.chat(app, model="broken").status_code == 502
+    after = _series(stack, window="hour", by="model")
+    assert after["bucket_s"] == 60 and after["to"] - after["from"] == 3600
+    totals = after["totals"]
+    assert totals["requests"] - before["requests"] == 5
+    assert totals["errors"] - before["errors"] == 1
+    assert totals["input_tokens"] > before["input_tokens"] and totals["output_tokens"] > before["output_tokens"]
+    assert totals["cost"] > before["cost"]
+    assert totals["ttft_p50_ms"] is not None and totals["ttft_p95_ms"] >= totals["ttft_p50_ms"]
+    groups = {s["group"]: s for s in after["series"]}
+    assert {"chat", "broken"} <= set(groups)
+    for s in after["series"]:
+        assert len(s["points"]) == 60
+        assert [p["t"] for p in s["points"]] == list(range(after["from"], after["to"], 60))
+    broken = groups["broken"]["points"]
+    assert sum(p["errors"] for p in broken) >= 1 and sum(p["cost"] for p in broken) == 0
+    assert sum(p["requests"] for p in groups["chat"]["points"]) >= 4
+    # the same records in the day's hour buckets and the month's day buckets, and by key
+    day = _series(stack, window="day")
+    assert len(day["series"]) == 1 and day["series"][0]["group"] == "all" and len(day["series"][0]["points"]) == 24
+    assert day["totals"]["requests"] >= totals["requests"]
+    month = _series(stack, window="month", by="key", key_id=stack.keys["app"]["id"])
+    assert [s["group"] for s in month["series"]] == [stack.keys["app"]["id"]]
+    assert len(month["series"][0]["points"]) == 30 and month["totals"]["requests"] >= 5
+    assert _series(stack, window="hour", model="nothing-ran")["totals"]["requests"] == 0
+
+
+def test_series_refuses_bad_input_and_non_admin_keys(stack: Stack) -> None:
+    assert stack.get("/api/v1/stats/series", window="week").status_code == 400
+    assert stack.get("/api/v1/stats/series", by="colour").json()["error"]["type"] == "invalid_request_error"
+    r = stack.get("/api/v1/stats/series", key=stack.keys["app"]["key"])
+    assert r.status_code == 403, r.text
+    assert stack.get("/api/v1/stats/series", key=stack.keys["ops"]["key"]).status_code == 200
