@@ -6,6 +6,7 @@ retention, the routes' last failures with secrets redacted, and what a non-admin
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,3 +131,47 @@ def test_series_refuses_bad_input_and_non_admin_keys(stack: Stack) -> None:
     r = stack.get("/api/v1/stats/series", key=stack.keys["app"]["key"])
     assert r.status_code == 403, r.text
     assert stack.get("/api/v1/stats/series", key=stack.keys["ops"]["key"]).status_code == 200
+
+
+def _pages(stack: Stack, key: str | None = None, during: Any = None, **params: Any) -> list[dict[str, Any]]:
+    """Every page of the log's query, `during()` run between two pages (new records arriving)."""
+    seen: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        r = stack.get("/api/v1/generations", key=key, **params, **({"cursor": cursor} if cursor else {}))
+        assert r.status_code == 200, r.text
+        body = r.json()
+        seen.extend(body["data"])
+        cursor = body["next"]
+        if cursor is None:
+            return seen
+        if during is not None:
+            during()
+
+
+def test_log_filters_and_keyset_paging_while_records_arrive(stack: Stack) -> None:
+    app, ops = stack.keys["app"], stack.keys["ops"]
+    start = time.time()
+    for i in range(7):
+        assert stack.chat(app["key"], text=f"page {i}").status_code == 200
+    assert stack.chat(app["key"], model="broken").status_code == 502
+    made = _pages(stack, since=start, key_id=app["id"], limit=200)
+    assert len(made) == 8
+    assert [(g["created_at"], g["id"]) for g in made] == sorted(((g["created_at"], g["id"]) for g in made), reverse=True)
+    paged = _pages(stack, since=start, key_id=app["id"], limit=3, during=lambda: stack.chat(app["key"]))
+    assert [g["id"] for g in paged] == [g["id"] for g in made]  # no duplicate, no gap, nothing newer
+    failed = _pages(stack, since=start, status="failed")
+    assert [g["id"] for g in failed] == [g["id"] for g in made if g["status"] == "failed"]
+    assert failed[0]["model"] == "broken" and failed[0]["key_id"] == app["id"]
+    assert all(g["model"] == "broken" for g in _pages(stack, since=start, model="broken"))
+    assert len(_pages(stack, since=start, provider="emu", until=made[0]["created_at"])) >= 7
+    assert [g["id"] for g in _pages(stack, id=made[3]["id"])] == [made[3]["id"]]
+    assert _pages(stack, since=start, session="no-such-session") == []
+    # a key that is not admin sees its own records only, whatever it asks
+    assert stack.chat(ops["key"]).status_code == 200
+    own = _pages(stack, key=app["key"], since=start, key_id=ops["id"])
+    assert own and {g["key_id"] for g in own} == {app["id"]}
+    assert {g["key_id"] for g in _pages(stack, key=ops["key"], since=start)} == {app["id"], ops["id"]}
+    for bad in ({"limit": 0}, {"limit": 201}, {"status": "done"}, {"cursor": "!!"}, {"since": "yesterday"}):
+        r = stack.get("/api/v1/generations", **bad)
+        assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error", (bad, r.text)
