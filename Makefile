@@ -24,11 +24,21 @@ $(AGENTS)/node_modules/.package-lock.json: $(AGENTS)/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then cd $(AGENTS) && npm ci --no-audit --no-fund --loglevel=error; \
 	else echo "npm is not installed: the coding-agent tests will skip"; fi
 
-install: $(STAMP) $(AGENTS)/node_modules/.package-lock.json
+# the console's chart library (package.json, pinned by its lock file): uPlot's built files, copied into
+# the package (src/tidegate/console/vendor/, gitignored) so the console needs no network at run time
+VENDOR := src/tidegate/console/vendor
+$(VENDOR)/.installed: package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "npm is needed for the console's charts (apt-get install npm)"; exit 1; }
+	npm ci --no-audit --no-fund --loglevel=error
+	mkdir -p $(VENDOR)
+	cp node_modules/uplot/dist/uPlot.iife.min.js node_modules/uplot/dist/uPlot.min.css node_modules/uplot/LICENSE $(VENDOR)/
+	touch $@
+
+install: $(STAMP) $(VENDOR)/.installed $(AGENTS)/node_modules/.package-lock.json
 
 # exec: the gateway is make's own child (no shell between them, whatever ARGS holds), so a signal
 # make passes on reaches it, and make reports the gateway's exit status: 0 after a clean stop
-serve: $(STAMP)
+serve: $(STAMP) $(VENDOR)/.installed
 	exec $(BIN)/tidegate serve $(ARGS)
 
 lint: $(STAMP)
@@ -40,7 +50,7 @@ lint: $(STAMP)
 # run a second time with server/shortcuts.py switched off: the same bytes through uvicorn's own send
 SHORTCUTS_OFF_TESTS := tests/integration/test_stream_faults.py tests/integration/test_openai_passthrough.py
 
-test: $(STAMP) $(AGENTS)/node_modules/.package-lock.json lint
+test: $(STAMP) $(VENDOR)/.installed $(AGENTS)/node_modules/.package-lock.json lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 	TIDEGATE_TEST_SHORTCUTS=off $(BIN)/python -m pytest -q -p no:cacheprovider $(SHORTCUTS_OFF_TESTS)
 
@@ -48,4 +58,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info
+	rm -rf $(VENV) build *.egg-info src/*.egg-info node_modules $(VENDOR)

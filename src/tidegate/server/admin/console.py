@@ -34,7 +34,15 @@ from ..state import AppState
 
 COOKIE = "tidegate_session"
 SESSION_S = 12 * 3600
-STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript", "app.css": "text/css"}
+_MODULES = ("app", "lib", "chart", "overview", "keys", "routes", "logs", "generation", "audit", "cache", "playground")
+# the page, its ES modules and the chart library `make install` copies into vendor/ (package.json)
+STATIC = {
+    "index.html": "text/html; charset=utf-8",
+    "app.css": "text/css",
+    **{f"{name}.js": "text/javascript" for name in _MODULES},
+    "vendor/uPlot.iife.min.js": "text/javascript",
+    "vendor/uPlot.min.css": "text/css",
+}
 # the console's own files only: no inline script, no other origin
 CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'"
 FORWARDED_ALLOW = "TIDEGATE_FORWARDED_ALLOW_IPS"
@@ -167,5 +175,8 @@ async def serve(req: Request, state: AppState) -> None:
     name = "index.html" if path == "/ui/" else path.removeprefix("/ui/")
     if req.method != "GET" or name not in STATIC:
         raise NotFound(f"no console page {path}")
-    data = resources.files("tidegate.console").joinpath(name).read_bytes()
+    file = resources.files("tidegate.console").joinpath(name)
+    if not file.is_file():  # vendor/ before `make install` copied it
+        raise NotFound(f"no console file {path}: run `make install` (it copies the chart library)")
+    data = file.read_bytes()
     await req.respond_bytes(200, data, STATIC[name], {"content-security-policy": CSP, "cache-control": "no-cache"})

@@ -1,0 +1,53 @@
+// Time charts drawn by uPlot (vendor/, copied by `make install` from the pinned npm package): real
+// axes, and the legend under a chart shows each series' value where the pointer is. uPlot styles its
+// elements through CSSOM (element.style), which the page's CSP allows; it adds no inline style or script.
+
+import { el, onLeave } from "./lib.js";
+
+const PALETTE = ["#2b7bb9", "#e8710a", "#1a7f37", "#a142f4", "#c0392b", "#12939a", "#b8860b", "#d6336c", "#5b6670"];
+
+export function color(i) { return PALETTE[i % PALETTE.length]; }
+
+// the overview's render time is read from here (bench/console_render.py): when the last chart of the
+// page was drawn at its size in the page
+function drawn(box) {
+  if (!box.isConnected) return;
+  box.dataset.drawn = String(Number(box.dataset.drawn || 0) + 1);
+  window.tidegateChartsDrawnAt = performance.now();
+}
+
+// data: {t: [unix seconds], series: [{label, values, color?, dash?}]}; opts.format words a value
+// (the legend), opts.axis a tick (shorter), opts.fill shades under a lone series
+export function timeChart(id, title, data, opts = {}) {
+  const box = el("figure", { class: "chart", id, "data-chart": id });
+  box.append(el("figcaption", { text: title }));
+  const format = opts.format || ((v) => String(v));
+  const axis = opts.axis || format;
+  const series = [{ label: "time", value: (u, t) => (t == null ? "–" : new Date(t * 1000).toLocaleString()) }];
+  data.series.forEach((s, i) => {
+    const stroke = s.color || color(i);
+    series.push({
+      label: s.label, stroke, width: 2, dash: s.dash ? [6, 4] : undefined,
+      fill: opts.fill && data.series.length === 1 ? `${stroke}22` : undefined,
+      value: (u, v) => (v == null ? "–" : format(v)),
+      points: { show: true, size: 4 },  // a lone bucket between empty ones is still seen
+    });
+  });
+  const options = {
+    width: 600, height: opts.height || 200, series,
+    scales: { x: { time: true }, y: { range: (u, min, max) => [Math.min(0, min), max > 0 ? max * 1.1 : 1] } },
+    axes: [{}, { size: 64, values: (u, ticks) => ticks.map(axis) }],
+    legend: { live: true },
+    hooks: { draw: [() => drawn(box)] },
+  };
+  const chart = new uPlot(options, [data.t, ...data.series.map((s) => s.values)], box);
+  box.uplot = chart;  // the tests and the render bench read what was drawn
+  // sized to its box once the box is in the page, and again whenever the page's width changes
+  const resize = new ResizeObserver(() => {
+    const width = Math.floor(box.clientWidth);
+    if (width > 0 && width !== chart.width) chart.setSize({ width, height: chart.height });
+  });
+  resize.observe(box);
+  onLeave(() => { resize.disconnect(); chart.destroy(); });
+  return box;
+}
