@@ -157,7 +157,9 @@ def test_log_filters_and_keyset_paging_while_records_arrive(stack: Stack) -> Non
     assert stack.chat(app["key"], model="broken").status_code == 502
     made = _pages(stack, since=start, key_id=app["id"], limit=200)
     assert len(made) == 8
-    assert [(g["created_at"], g["id"]) for g in made] == sorted(((g["created_at"], g["id"]) for g in made), reverse=True)
+    assert [(g["created_at"], g["id"]) for g in made] == sorted(
+        ((g["created_at"], g["id"]) for g in made), reverse=True
+    )
     paged = _pages(stack, since=start, key_id=app["id"], limit=3, during=lambda: stack.chat(app["key"]))
     assert [g["id"] for g in paged] == [g["id"] for g in made]  # no duplicate, no gap, nothing newer
     failed = _pages(stack, since=start, status="failed")
@@ -175,3 +177,41 @@ def test_log_filters_and_keyset_paging_while_records_arrive(stack: Stack) -> Non
     for bad in ({"limit": 0}, {"limit": 201}, {"status": "done"}, {"cursor": "!!"}, {"since": "yesterday"}):
         r = stack.get("/api/v1/generations", **bad)
         assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error", (bad, r.text)
+
+
+def test_audit_log_of_the_keys_admin_api_without_secrets(stack: Stack) -> None:
+    ops = stack.keys["ops"]
+    as_ops = {"Authorization": f"Bearer {ops['key']}"}
+    base = stack.server.base_url + "/api/v1/keys"
+    made = httpx.post(base, json={"name": "audited", "credits": 1.0, "limits": {"rpm": 5}}, headers=as_ops).json()
+    assert httpx.patch(f"{base}/{made['id']}", json={"name": "audited-2"}, headers=as_ops).status_code == 200
+    assert httpx.post(f"{base}/{made['id']}/credits", json={"amount": 2.5}, headers=MASTER).status_code == 200
+    assert httpx.delete(f"{base}/{made['id']}", headers=as_ops).status_code == 200
+    entries = [e for e in _audit_pages(stack) if e["target"] == made["id"]]
+    assert [e["action"] for e in entries] == ["key.revoke", "key.credits", "key.update", "key.create"]
+    assert entries[0]["actor"] == {"key_id": ops["id"], "name": "ops"}
+    assert entries[1]["actor"]["key_id"] == "master"
+    assert entries[3]["detail"] == {
+        "name": "audited",
+        "credits": 1.0,
+        "limits": {"rpm": 5, "tpm": None, "concurrent": None},
+    }
+    assert entries[2]["detail"] == {"name": "audited-2"} and entries[1]["detail"]["amount"] == 2.5
+    assert all(e["at"] <= time.time() for e in entries)
+    text = str(_audit_pages(stack))
+    assert made["key"] not in text and MASTER_KEY not in text and "secret_hash" not in text
+    assert stack.get("/api/v1/audit", key=stack.keys["app"]["key"]).status_code == 403
+    assert stack.get("/api/v1/audit", cursor="nope").status_code == 400
+
+
+def _audit_pages(stack: Stack) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
+    cursor = None
+    while True:
+        r = stack.get("/api/v1/audit", limit=2, **({"cursor": cursor} if cursor else {}))
+        assert r.status_code == 200, r.text
+        seen.extend(r.json()["data"])
+        cursor = r.json()["next"]
+        if cursor is None:
+            assert len({e["id"] for e in seen}) == len(seen)
+            return seen

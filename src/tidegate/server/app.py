@@ -29,7 +29,7 @@ from . import (
     replay,
     shortcuts,
 )
-from .admin import console, generations, stats
+from .admin import audit, console, generations, stats
 from .admin import keys as keys_admin
 from .admin import routes as routes_admin
 from .admin import sessions as sessions_admin
@@ -70,6 +70,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], KeyedHandler]] = [
     ("GET", re.compile(r"^/api/v1/routes$"), routes_admin.list_routes),
     ("GET", re.compile(r"^/api/v1/sessions$"), sessions_admin.list_sessions),
     ("GET", re.compile(r"^/api/v1/stats/series$"), stats.stats_series),
+    ("GET", re.compile(r"^/api/v1/audit$"), audit.list_audit),
     # the keys admin API: one handler per path, which answers its methods (docs/api-operations.md §11)
     ("*", re.compile(r"^/api/v1/keys$"), keys_admin.keys_collection),
     ("*", re.compile(r"^/api/v1/keys/(?P<id>[0-9A-Za-z_]{1,64})$"), keys_admin.key_item),

@@ -17,6 +17,7 @@ from ...keys import make_key
 from ...store.base import ApiKey, KeyLimits
 from ..http import Request
 from ..state import AppState
+from . import audit
 
 Positive = Annotated[int, msgspec.Meta(ge=1, le=1_000_000_000)]
 Usd = Annotated[float, msgspec.Meta(ge=0, le=1e9)]
@@ -91,6 +92,15 @@ def _apply(key: ApiKey, change: KeyChange, state: AppState) -> None:
         key.limits = KeyLimits(change.limits.rpm, change.limits.tpm, change.limits.concurrent)
 
 
+def _changed(change: KeyChange) -> dict[str, Any]:
+    """The fields a change set, by name, as the audit log keeps them (a key's settings hold no secret)."""
+    return {
+        f: msgspec.to_builtins(getattr(change, f))
+        for f in change.__struct_fields__
+        if getattr(change, f) is not msgspec.UNSET
+    }
+
+
 async def _found(state: AppState, key_id: str) -> ApiKey:
     key = await state.store.get_key(key_id)
     if key is None:
@@ -113,6 +123,7 @@ async def keys_collection(req: Request, state: AppState, caller: ApiKey) -> None
     key, secret = make_key(change.name)
     _apply(key, change, state)
     await state.store.create_key(key)
+    await audit.record(state, caller, "key.create", key.id, _changed(change))
     await req.respond_json(201, {**key.public(), "key": secret})
 
 
@@ -124,9 +135,11 @@ async def key_item(req: Request, state: AppState, caller: ApiKey) -> None:
         change: KeyChange = _decode(await req.body(state.config.server.max_body_bytes), KeyChange)
         _apply(key, change, state)
         await state.store.save_key(key)
+        await audit.record(state, caller, "key.update", key.id, _changed(change))
     elif req.method == "DELETE":
         key.revoked = True
         await state.store.save_key(key)
+        await audit.record(state, caller, "key.revoke", key.id, {"name": key.name})
     elif req.method != "GET":
         raise MethodNotAllowed("use GET, PATCH or DELETE /api/v1/keys/{id}")
     await req.respond_json(200, key.public())
@@ -142,6 +155,7 @@ async def key_credits(req: Request, state: AppState, caller: ApiKey) -> None:
     updated = await state.store.top_up(key.id, top.amount)
     if updated is None:
         raise NotFound(f"no API key {key.id} with credits")
+    await audit.record(state, caller, "key.credits", key.id, {"amount": top.amount, "credits": updated.credits})
     await req.respond_json(200, updated.public())
 
 
