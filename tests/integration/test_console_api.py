@@ -215,3 +215,19 @@ def _audit_pages(stack: Stack) -> list[dict[str, Any]]:
         if cursor is None:
             assert len({e["id"] for e in seen}) == len(seen)
             return seen
+
+
+def test_routes_last_failures_name_the_generation_with_secrets_redacted(stack: Stack) -> None:
+    app = stack.keys["app"]["key"]
+    failed = stack.chat(app, model="leaky")
+    assert failed.status_code >= 400
+    assert stack.chat(app, model="broken", stream=True).status_code == 502  # before the first byte: a 502
+    routes = {r["route"]: r for r in stack.get("/api/v1/routes").json()["data"]}
+    leaky = routes["emu/http-401"]["last_failures"]
+    assert leaky and leaky[0]["generation_id"] == failed.headers["x-generation-id"]
+    assert leaky[0]["status"] == "failed" and leaky[0]["code"] and leaky[0]["at"] <= time.time()
+    assert "Incorrect API key" in leaky[0]["upstream_error"] and UPSTREAM_SECRET not in str(routes)
+    broken = routes["emu/http-500"]["last_failures"]
+    assert 1 <= len(broken) <= 5 and broken == sorted(broken, key=lambda f: f["at"], reverse=True)
+    assert routes["emu/text"]["last_failures"] == [] or routes["emu/text"]["error_rate"] > 0
+    assert stack.get("/api/v1/routes", key=app).status_code == 403

@@ -165,6 +165,7 @@ class Gateway:
             route_reason,
         )
         relay = Relay(request, routes, settings, cancel, health, breakers, excluded)
+        relay.generation_id = generation_id
         if recorder.keeps_logs:
             relay.on_commit = recorder.committed
         span = tracing.start_generation(request.model, generation_id, request.max_tokens, request.messages)

@@ -33,6 +33,12 @@ log = logging.getLogger("tidegate.health")
 
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
 WINDOW = 50  # the last attempts the p50 and the error rate are taken over
+# A route's last failures (`GET /api/v1/routes`' last_failures) are kept here, per instance, like
+# its breaker: a failure is noted once per failed attempt and the view reads memory. The store's
+# records hold the failures too, but the last few of one route would need an index over
+# (provider, status), which every record's final write would rewrite; and this is live state an
+# operator reads about the instance that answers.
+LAST_FAILURES = 5
 
 
 @dataclass(slots=True)
@@ -46,6 +52,7 @@ class RouteHealth:
     claim: str | None = None  # the shared half-open probe: None, "pending" (asked), "won"
     ttfts: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     outcomes: deque[bool] = field(default_factory=lambda: deque(maxlen=WINDOW))
+    failures: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=LAST_FAILURES))
 
     def ttft_p50(self) -> float | None:
         if not self.ttfts:
@@ -216,6 +223,20 @@ class Health:
             threshold = 1 if h.state == OPEN else breaker.failures
             self._share(self._shared_failed(key, Breaker(threshold, breaker.cooldown_s), wait))
 
+    def note_failure(self, key: str, generation_id: str | None, committed: bool, code: str, message: str) -> None:
+        """A failed attempt on the route (`committed`: after its answer started, which ends the
+        stream); `message` is the upstream's error as the provider read it, credentials already
+        masked (providers/redact.py)."""
+        self.get(key).failures.append(
+            {
+                "at": time.time(),
+                "generation_id": generation_id,
+                "status": "error" if committed else "failed",
+                "code": code,
+                "upstream_error": message,
+            }
+        )
+
     def snapshot(self, key: str) -> dict[str, Any]:
         h = self.routes.get(key) or RouteHealth()
         p50 = h.ttft_p50()
@@ -225,4 +246,5 @@ class Health:
             "error_rate": round(h.error_rate(), 4),
             "in_flight": h.in_flight,
             "consecutive_failures": h.consecutive,
+            "last_failures": list(reversed(h.failures)),
         }

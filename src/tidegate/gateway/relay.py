@@ -42,7 +42,7 @@ from ..providers.kinds import GEMINI_AS_SENT, KINDS
 from ..request import GenerationRequest
 from .cancel import CANCELLED, MIN_WAIT_S, TIMED_OUT, CancelSignal, UpstreamClock
 from .fallback import ANSWER_NOW, END_STREAM, after_failure, answer_now, final_error
-from .health import Health
+from .health import Health, route_key
 from .opening import UpstreamOpen
 
 
@@ -112,6 +112,7 @@ class Relay:
     ) -> None:
         self.request = request
         self.routes = routes
+        self.generation_id: str | None = None  # the generation it serves (its routes' last failures name it)
         # per-route (key, breaker) pairs (parallel to `routes`) and where attempts are reported: once per
         # attempt (its start, its commit or failure, its end), never per chunk
         self.health = health
@@ -442,6 +443,11 @@ class Relay:
         """The batch to hand out. Before the commit point: none (remember the failure and let `run`
         try the next route). After: the one `Failed` that ends the stream."""
         metrics.UPSTREAM_FAILURES.labels(provider, code).inc()
+        if self.health is not None and 0 <= self.route_index < len(self.routes):
+            route = self.routes[self.route_index][1]
+            self.health.note_failure(
+                route_key(route.provider, route.model), self.generation_id, self.committed, code, failure.message
+            )
         action = after_failure(code, failure.retriable_before_commit, self.committed)  # gateway/fallback.py
         if action == END_STREAM:
             self._route_done = True
