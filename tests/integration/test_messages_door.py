@@ -466,62 +466,6 @@ def test_idempotent_replay_resends_the_stream(server: ServerProcess) -> None:
     assert again.headers["x-generation-id"] == first.headers["x-generation-id"]
 
 
-@pytest.mark.parametrize(("model", "dialect"), [("bedrock", "bedrock"), ("vertex", "vertex")])
-def test_cache_control_and_thinking_reach_bedrock_and_vertex(
-    server: ServerProcess, claude: AnthropicFamilyEmulator, model: str, dialect: str
-) -> None:
-    """Translated, not passed through: the breakpoints on system, text, tool_result and tool blocks, and
-    the thinking blocks with their signatures, in the Messages body Bedrock and Vertex take."""
-    ephemeral = {"type": "ephemeral"}
-    client = sdk(server)
-    with client.messages.stream(
-        model=model,
-        max_tokens=4096,
-        thinking={"type": "enabled", "budget_tokens": 2048},
-        messages=hello("[[thinking]]"),
-    ) as s:
-        final = s.get_final_message()
-    assert final.content[0].type == "thinking" and final.content[0].signature == SIGNATURE
-    convo = [
-        *hello("[[thinking]]"),
-        {
-            "role": "assistant",
-            "content": [
-                *final.to_param()["content"],
-                {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}},
-            ],
-        },
-        {
-            "role": "user",
-            "content": [
-                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Paris", "cache_control": ephemeral},
-                {"type": "text", "text": "So?", "cache_control": {"type": "ephemeral", "ttl": "1h"}},
-            ],
-        },
-    ]
-    tools = [{"name": "lookup", "input_schema": {"type": "object"}, "cache_control": ephemeral}]
-    system = [{"type": "text", "text": "Be brief.", "cache_control": ephemeral}]
-    client.messages.create(
-        model=model,
-        max_tokens=4096,
-        system=system,
-        tools=tools,
-        thinking={"type": "enabled", "budget_tokens": 2048},
-        messages=convo,
-    )
-    body = claude.last(dialect).body
-    assert body["system"] == system and body["tools"][0]["cache_control"] == ephemeral
-    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
-    thinking, call = body["messages"][1]["content"][0], body["messages"][1]["content"][-1]
-    assert thinking == {"type": "thinking", "thinking": "".join(THINKING_TEXT), "signature": SIGNATURE}
-    assert call == {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}}
-    result, text = body["messages"][2]["content"]
-    assert result["tool_use_id"] == "toolu_1" and result["content"] == [
-        {"type": "text", "text": "Paris", "cache_control": ephemeral}
-    ]
-    assert text == {"type": "text", "text": "So?", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
-
-
 def test_docs_name_every_accepted_beta() -> None:
     notes = " ".join(MESSAGES_NOTES)
     assert all(f"`{prefix}*`" in notes for prefix in BETAS_ACCEPTED)

@@ -7,7 +7,8 @@
 A request from the Messages door (`request.messages_api`) is passed through: the client's body as
 sent (the route's model in `model`, `stream` on, tidegate's `provider` object left out) with its
 `anthropic-version` and `anthropic-beta` headers, and each upstream event comes back as its data
-bytes (`RawFrame`, which that door writes untouched) before the canonical events it says.
+bytes (`RawFrame`, which that door writes untouched) before the canonical events it says. The
+`bedrock` and `vertex` kinds pass it through too, in their hosts' envelopes (`sent_body`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ..events import (
     UsageReport,
 )
 from ..events import Finished as FinishedEvent
-from ..request import GenerationRequest
+from ..request import GenerationRequest, MessagesExtras
 from ..sse import SSEDecoder, SSEEvent
 from .anthropic_request import JSON_TOOL, messages_body, wants_json
 from .transport import (
@@ -318,6 +319,11 @@ def secret_from_env(var: str | None, what: str, provider: str) -> str:
     return value
 
 
+def sent_body(extras: MessagesExtras) -> dict[str, Any]:
+    """The Messages door's body as sent, without tidegate's `provider` object (routing is tidegate's)."""
+    return {k: v for k, v in extras.body.items() if k != "provider"}
+
+
 class AnthropicAdapter:
     def __init__(self, config: ProviderConfig) -> None:
         self.name = config.name
@@ -335,9 +341,8 @@ class AnthropicAdapter:
         }
         extras = request.messages_api
         if extras is not None:  # the Messages door: as sent
-            sent = {k: v for k, v in extras.body.items() if k != "provider"}  # (routing is tidegate's)
             headers.update(extras.headers)
-            body = orjson.dumps({**sent, "model": served_model, "stream": True})
+            body = orjson.dumps({**sent_body(extras), "model": served_model, "stream": True})
         else:
             body = orjson.dumps(messages_body(request, model=served_model, stream=True))
         return UpstreamHttpRequest("POST", self.url, headers, body)

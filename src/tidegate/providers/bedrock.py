@@ -24,9 +24,9 @@ from botocore.eventstream import ChecksumMismatch, EventStreamBuffer, ParserErro
 
 from ..config import ProviderConfig
 from ..errors import ProviderFailure, retriable_status
-from ..events import Event
+from ..events import Event, RawFrame
 from ..request import GenerationRequest
-from .anthropic import MessagesEventDecoder, error_text
+from .anthropic import MessagesEventDecoder, error_text, sent_body
 from .anthropic_request import messages_body, wants_json
 from .transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, retry_after_seconds, undecodable
 
@@ -53,9 +53,10 @@ def _header(headers: dict[str, Any], name: str) -> str:
 class BedrockStreamDecoder:
     """Eventstream bytes → canonical events. Frames are CRC-checked by botocore."""
 
-    def __init__(self, provider: str, served_model: str, json_answer: bool = False) -> None:
+    def __init__(self, provider: str, served_model: str, json_answer: bool = False, passthrough: bool = False) -> None:
         self._buffer = EventStreamBuffer()
         self.events = MessagesEventDecoder(provider, served_model, json_answer)
+        self._passthrough = passthrough  # the Messages door: each chunk's event goes back as sent
 
     def feed(self, chunk: bytes) -> list[Event]:
         if self.events.done:
@@ -91,7 +92,11 @@ class BedrockStreamDecoder:
             try:
                 data = orjson.loads(raw)
                 name = data.get("type") if isinstance(data, dict) else None
-                return self.events.handle(name if isinstance(name, str) else "", data)
+                events = self.events.handle(name if isinstance(name, str) else "", data)
+                if self._passthrough and isinstance(data, dict):
+                    # an SSE data line cannot hold a newline: a pretty-printed event is re-encoded
+                    return [RawFrame(orjson.dumps(data) if b"\n" in raw else raw), *events]
+                return events
             except ValueError as exc:  # after the frames before it in this read, which are kept
                 return self.events.fail(undecodable(exc), code="upstream_protocol_error")
         if mtype == "exception":
@@ -137,6 +142,26 @@ def bedrock_failure(status: int, headers: dict[str, str], body: bytes, who: str)
     )
 
 
+def beta_flags(header: str | None) -> list[str]:
+    return [flag.strip() for flag in (header or "").split(",") if flag.strip()]
+
+
+def bedrock_body(request: GenerationRequest) -> dict[str, Any]:
+    """InvokeModel's body: the model is in the URL and the stream in the operation, so neither is in
+    the body; the Messages door's body goes as sent with its `anthropic-beta` flags as the
+    `anthropic_beta` array (Bedrock reads no anthropic-* header), other doors' requests translated."""
+    extras = request.messages_api
+    if extras is None:
+        body = messages_body(request, model=None, stream=False)
+    else:
+        body = {k: v for k, v in sent_body(extras).items() if k not in ("model", "stream")}
+        betas = beta_flags(extras.headers.get("anthropic-beta"))
+        if betas:
+            body["anthropic_beta"] = betas
+    body["anthropic_version"] = BEDROCK_VERSION
+    return body
+
+
 class BedrockAdapter:
     def __init__(self, config: ProviderConfig) -> None:
         self.name = config.name
@@ -166,9 +191,7 @@ class BedrockAdapter:
         return await asyncio.to_thread(self._credentials.get_frozen_credentials)
 
     async def build_request(self, request: GenerationRequest, served_model: str) -> UpstreamHttpRequest:
-        body_obj = messages_body(request, model=None, stream=False)
-        body_obj["anthropic_version"] = BEDROCK_VERSION
-        body = orjson.dumps(body_obj)
+        body = orjson.dumps(bedrock_body(request))
         headers = {"content-type": "application/json", "accept": "application/vnd.amazon.eventstream"}
         headers.update(self.config.headers)
         url = self.url_for(served_model)
@@ -187,6 +210,8 @@ class BedrockAdapter:
         return UpstreamHttpRequest("POST", url, headers, body, sign=sign)
 
     def new_decoder(self, request: GenerationRequest, served_model: str) -> StreamDecoder:
+        if request.messages_api is not None:
+            return BedrockStreamDecoder(self.name, served_model, passthrough=True)
         return BedrockStreamDecoder(self.name, served_model, wants_json(request))
 
     def map_error(self, status: int, headers: dict[str, str], body: bytes) -> ProviderFailure:

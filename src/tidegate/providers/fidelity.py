@@ -151,9 +151,10 @@ class Fidelity:
 
 
 OPENAI = Fidelity(dict.fromkeys(CHAT_FIELDS, PASSED), checked=False)
-# bedrock and vertex: the Messages API's body, reached through another cloud's envelope
-ANTHROPIC_FAMILY = Fidelity(_ANTHROPIC, (("response_format", _anthropic_json_refused),))
-ANTHROPIC = Fidelity(_ANTHROPIC, ANTHROPIC_FAMILY.conditions, messages_as_sent=True)
+# anthropic, bedrock and vertex: the Messages API's body (on bedrock and vertex in another cloud's
+# envelope); each takes the Messages door's body as sent
+ANTHROPIC_FAMILY = Fidelity(_ANTHROPIC, (("response_format", _anthropic_json_refused),), messages_as_sent=True)
+ANTHROPIC = ANTHROPIC_FAMILY
 GEMINI = Fidelity(
     {**HINTS, **_TRANSLATING, "seed": TRANSLATED},
     (("cache_control", _cache_markers), ("parallel_tool_calls", _serial_calls)),
@@ -225,7 +226,7 @@ def dropped_tools(request: GenerationRequest, responses: bool, gemini_as_sent: b
 
 
 # The Messages door (`POST /v1/messages`, docs/agents.md): what each kind does with its fields.
-# `anthropic` takes the body and the anthropic-* headers as sent; the other kinds get the canonical
+# `anthropic`, `bedrock` and `vertex` take the body as sent; the other kinds get the canonical
 # request (server/messages_request.py), so the chat table above applies to what it became.
 MESSAGES_ROWS = (
     ("`model`, `messages`, `max_tokens`, `stream`, `provider`", "read by tidegate", "read by tidegate"),
@@ -261,8 +262,7 @@ MESSAGES_NOTES = (
     "them as its reasoning details; an unsigned thinking block is not replayed to an Anthropic kind.",
     "² A deferred tool is hidden from the model until a server tool search loads it; a translated route",
     "has none (that tool is refused there), so its model never sees the tool.",
-    "³ On `bedrock` and `vertex` the breakpoints are passed on as sent (a `tool_result`'s on its last",
-    "part); a route without a prompt cache serves the request uncached (Claude Code marks every request).",
+    "³ A route without a prompt cache serves the request uncached (Claude Code marks every request).",
     "⁴ Flags that only permit a feature whose use shows in the body (checked field by field above), name",
     "the client or change how the answer is chunked: `claude-code-*`, `interleaved-thinking-*`,",
     "`context-management-*`, `mid-conversation-*`, `thinking-token-count-*`, `thinking-display-updates-*`,",
@@ -278,11 +278,15 @@ def _messages_markdown() -> list[str]:
         "## The Messages door",
         "",
         "`POST /v1/messages` ([agents.md](agents.md)): a route of kind `anthropic` gets the body and the",
-        "`anthropic-version` / `anthropic-beta` headers as sent and its events pass through; every other kind",
-        "gets the request translated, and the table above applies to what it became. A refusal is `400`",
-        "in Anthropic's error shape (`invalid_request_error`, `code: unsupported_parameter`) naming the field.",
+        "`anthropic-version` / `anthropic-beta` headers as sent and its events pass through. `bedrock` and",
+        "`vertex` routes get the body as sent in their hosts' shape: `model` out of it (it is in the URL),",
+        "`anthropic_version` in it (`bedrock-2023-05-31`, `vertex-2023-10-16`), the `anthropic-beta` flags",
+        "as Bedrock's `anthropic_beta` array in the body or as Vertex's `anthropic-beta` header, and `stream`",
+        "out on Bedrock (the operation streams); their events pass through too. Every other kind gets the",
+        "request translated, and the table above applies to what it became. A refusal is `400` in",
+        "Anthropic's error shape (`invalid_request_error`, `code: unsupported_parameter`) naming the field.",
         "",
-        "| field | `anthropic` | `bedrock`, `vertex`, `openai`, `gemini`, `local` |",
+        "| field | `anthropic`, `bedrock`, `vertex` | `openai`, `gemini`, `local` |",
         "|---|---|---|",
     ]
     lines += [f"| {name} | {anthropic} | {others} |" for name, anthropic, others in MESSAGES_ROWS]

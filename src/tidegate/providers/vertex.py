@@ -18,7 +18,7 @@ import orjson
 from ..config import ProviderConfig
 from ..errors import ProviderFailure, retriable_status
 from ..request import GenerationRequest
-from .anthropic import AnthropicSSEDecoder, error_text, parse_error_body
+from .anthropic import AnthropicSSEDecoder, error_text, parse_error_body, sent_body
 from .anthropic_request import messages_body, wants_json
 from .transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, retry_after_seconds
 
@@ -103,6 +103,18 @@ class GoogleToken:
             return str(self._credentials.token)
 
 
+def vertex_body(request: GenerationRequest) -> dict[str, Any]:
+    """rawPredict's body: the model is in the URL; the Messages door's body goes as sent."""
+    extras = request.messages_api
+    if extras is None:
+        body = messages_body(request, model=None, stream=True)
+    else:
+        body = {k: v for k, v in sent_body(extras).items() if k != "model"}
+        body["stream"] = True
+    body["anthropic_version"] = VERTEX_VERSION
+    return body
+
+
 class VertexAdapter:
     def __init__(self, config: ProviderConfig) -> None:
         self.name = config.name
@@ -129,8 +141,7 @@ class VertexAdapter:
         return await self._adc.token()
 
     async def build_request(self, request: GenerationRequest, served_model: str) -> UpstreamHttpRequest:
-        body_obj = messages_body(request, model=None, stream=True)
-        body_obj["anthropic_version"] = VERTEX_VERSION
+        body_obj = vertex_body(request)
         token = await self._token()
         project = self.config.project or (self._adc.project if self._adc else None)
         if not project:
@@ -145,9 +156,14 @@ class VertexAdapter:
             **self.config.headers,
             "authorization": f"Bearer {token}",
         }
+        beta = request.messages_api.headers.get("anthropic-beta") if request.messages_api else None
+        if beta:  # Vertex takes the beta flags as Anthropic's header (the version is in the body)
+            headers["anthropic-beta"] = beta
         return UpstreamHttpRequest("POST", self.url_for(project, served_model), headers, orjson.dumps(body_obj))
 
     def new_decoder(self, request: GenerationRequest, served_model: str) -> StreamDecoder:
+        if request.messages_api is not None:
+            return AnthropicSSEDecoder(self.name, served_model, passthrough=True)
         return AnthropicSSEDecoder(self.name, served_model, wants_json(request))
 
     def map_error(self, status: int, headers: dict[str, str], body: bytes) -> ProviderFailure:

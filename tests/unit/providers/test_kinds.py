@@ -74,7 +74,7 @@ def test_the_http_kinds_build_their_providers(name: str) -> None:
 
 
 def test_the_door_sets_follow_the_entries() -> None:
-    assert MESSAGES_AS_SENT == {"anthropic"}
+    assert MESSAGES_AS_SENT == {"anthropic", "bedrock", "vertex"}
     assert GEMINI_AS_SENT == {"gemini"}
     assert RESPONSES_KINDS == {"openai"}
 
