@@ -86,6 +86,16 @@ class ToolRef:
     namespace: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class SessionHints:
+    """Who sent a request and in which agent session (docs/sessions.md): the record's
+    `agent_session` and `hints`, and prompt-cache affinity's key (gateway/affinity.py)."""
+
+    session: str | None  # the agent session (its precedence: server/hints.py)
+    agent: str  # codex | claude-code | gemini-cli | other
+    hints: dict[str, Any]  # the hint fields as sent, capped in size, `agent` among them
+
+
 @dataclass(slots=True)
 class GenerationRequest:
     model: str
@@ -117,6 +127,8 @@ class GenerationRequest:
     messages_api: MessagesExtras | None = None
     # set by the Gemini door only
     gemini_api: GeminiExtras | None = None
+    # set by every chat door before the generation starts (server/hints.py)
+    session: SessionHints | None = None
 
     @property
     def include_usage(self) -> bool:

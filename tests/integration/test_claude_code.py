@@ -186,6 +186,14 @@ def test_claude_code_reads_a_file_and_answers(stack: Stack, model: str, tmp_path
     assert len(records) == 2 and all(r["status"] == "completed" for r in records), records
     assert all(r["usage"]["prompt_tokens"] > 0 and r["usage"]["completion_tokens"] > 0 for r in records)
     assert all(r["cost"] > 0 for r in records), records
+    # both turns in one session: the one in Claude Code's metadata.user_id (docs/sessions.md)
+    sessions = {r["agent_session"] for r in records}
+    assert len(sessions) == 1 and None not in sessions, records
+    assert all(r["hints"]["agent"] == "claude-code" for r in records), records
+    session = sessions.pop()
+    user_ids = {r["hints"]["metadata"]["user_id"] for r in records}
+    (user_id,) = user_ids
+    assert session in user_id and session != user_id, records  # the session part, not the whole
     upstream = {"cc-bedrock": "bedrock", "cc-vertex": "vertex", "cc-claude": "anthropic"}.get(model)
     if upstream is not None:  # both turns reached the emulator in that wire format
         sent = [r for r in stack.claude.requests if r.dialect == upstream and r.scenario == "readfile"]

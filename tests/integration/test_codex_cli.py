@@ -176,6 +176,10 @@ def test_codex_runs_a_shell_command_and_answers(stack: Stack, model: str, tmp_pa
     assert len(records) == 2 and all(r["status"] == "completed" for r in records), records
     assert all(r["usage"]["prompt_tokens"] > 0 and r["usage"]["completion_tokens"] > 0 for r in records)
     assert {r["output_text"] for r in records} == {"", ANSWER}  # the call's turn, then the answer's
+    # both turns in one session: Codex's prompt_cache_key, its agent by its User-Agent (docs/sessions.md)
+    sessions = {r["agent_session"] for r in records}
+    assert len(sessions) == 1 and None not in sessions, records
+    assert all(r["hints"]["agent"] == "codex" and r["hints"]["prompt_cache_key"] in sessions for r in records)
     if model == "agent-chat":  # what Codex sent that a chat upstream takes, and what it cannot run
         sent = stack.chat.last("shell").body
         assert sent["prompt_cache_key"] and sent["parallel_tool_calls"] is True

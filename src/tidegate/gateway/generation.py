@@ -12,7 +12,7 @@ from .. import metrics, tracing
 from ..config import Config, ModelConfig, Pricing
 from ..errors import TidegateError
 from ..events import Failed
-from ..request import GenerationRequest
+from ..request import GenerationRequest, SessionHints
 from ..store.base import ApiKey, BeginResult, GenerationRecord, GenerationStore
 from .admission import Admission, Ticket
 from .cancel import CancelSignal
@@ -163,6 +163,7 @@ class Gateway:
             request_hash,
             ticket,
             route_reason,
+            request.session,
         )
         relay = Relay(request, routes, settings, cancel, health, breakers, excluded)
         relay.generation_id = generation_id
@@ -224,6 +225,7 @@ class Gateway:
         request_hash: str | None,
         ticket: Ticket | None,
         route_reason: str | None = None,
+        session: SessionHints | None = None,
     ) -> Recorder:
         """The record, durable before any upstream request; `ExistingGeneration` for a repeated key
         (whose answer costs nothing: the ticket's reservation goes)."""
@@ -237,6 +239,8 @@ class Gateway:
             request_hash=request_hash,
             owner=self.instance,
             route_reason=route_reason,
+            agent_session=session.session if session is not None else None,
+            hints=session.hints if session is not None else None,
         )
         recorder = Recorder(store=self.store, record=record, messages=messages, pricing=model.pricing, ticket=ticket)
         try:

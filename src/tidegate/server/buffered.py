@@ -23,6 +23,7 @@ from ..mcp.tools import McpServerSpec
 from ..request import GenerationRequest
 from ..store.base import ApiKey
 from .door import as_error, open_generation, provider_headers, running
+from .hints import session_hints
 from .http import Request
 from .state import AppState
 
@@ -60,6 +61,7 @@ async def serve_mcp(
     buffered = buffered_headers(reason)
     assert req.generation_id is not None
     generation_id = req.generation_id
+    request.session = session_hints(door, body, req.header("user-agent"))
 
     def start(idem: str | None, rhash: str | None) -> Awaitable[Generation]:
         return state.gateway.start(

@@ -29,6 +29,7 @@ from ..sse import encode_comment
 from ..store.base import ApiKey
 from . import access_log
 from .disconnect import DisconnectWatch
+from .hints import session_hints
 from .http import Request
 from .idempotency import SSE_CONTENT_TYPE, answer_existing, idempotency_key, request_hash, resume_ended
 from .state import AppState
@@ -176,6 +177,7 @@ async def serve_generation(req: Request, state: AppState, key: ApiKey, spec: Doo
     """A streaming-capable door's generation: `open_generation`, then the stream or JSON driver."""
     assert req.generation_id is not None
     generation_id = req.generation_id
+    spec.request.session = session_hints(spec.door, spec.body, req.header("user-agent"))
 
     def start(idem: str | None, rhash: str | None) -> Awaitable[Generation]:
         return state.gateway.start(

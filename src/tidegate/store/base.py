@@ -174,6 +174,9 @@ class GenerationRecord:
     # [ms since the request, answer characters, reasoning characters] at each flusher round while it
     # streamed: the pace the console replays it at (gateway/recorder.py, `sample_pace`)
     pace: list[list[int]] | None = None
+    # the agent session and the hints it came with (server/hints.py); written once at begin
+    agent_session: str | None = None
+    hints: dict[str, Any] | None = None
 
     def public(self) -> dict[str, Any]:
         """The JSON of `GET /api/v1/generations/{id}` (docs/api-operations.md §7)."""
@@ -196,6 +199,8 @@ class GenerationRecord:
             "route_reason": self.route_reason,
             "reasoning_text": self.reasoning_text,
             "pace": self.pace,
+            "agent_session": self.agent_session,
+            "hints": self.hints,
             **({"mcp_calls": self.mcp_calls} if self.mcp_calls is not None else {}),
         }
 

@@ -11,9 +11,9 @@ from .base import ApiKey, GenerationRecord, usage_dict, usage_from_dict
 GEN_COLUMNS = (
     "id, key_id, model, door, created_at, status, idempotency_key, request_hash, provider, served_model, "
     "attempts, finish_reason, usage, usage_estimated, cost, output_text, error, ttft_ms, duration_ms, mcp_calls, "
-    "reasoning_text, pace, owner, route_reason"
+    "reasoning_text, pace, owner, route_reason, agent_session, hints"
 )
-GEN_COUNT = 24
+GEN_COUNT = 26
 
 
 def recent_sql(placeholder: str, by_key: bool) -> str:
@@ -71,6 +71,8 @@ def record_params(r: GenerationRecord) -> tuple[Any, ...]:
         *rest,
         r.owner,
         r.route_reason,
+        r.agent_session,
+        orjson.dumps(r.hints).decode() if r.hints is not None else None,
     )
 
 
@@ -105,6 +107,8 @@ def record_from_row(row: Any) -> GenerationRecord:
         pace=orjson.loads(row[21]) if row[21] else None,
         owner=row[22],
         route_reason=row[23],
+        agent_session=row[24],
+        hints=orjson.loads(row[25]) if row[25] else None,
     )
 
 
