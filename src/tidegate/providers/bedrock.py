@@ -10,7 +10,6 @@ bearer token when `api_key_env` is set. Response: AWS eventstream frames decoded
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import os
@@ -18,8 +17,6 @@ from typing import Any
 from urllib.parse import quote
 
 import orjson
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
 from botocore.eventstream import ChecksumMismatch, EventStreamBuffer, ParserError
 
 from ..config import ProviderConfig
@@ -28,10 +25,10 @@ from ..events import Event, RawFrame
 from ..request import GenerationRequest
 from .anthropic import MessagesEventDecoder, error_text, sent_body
 from .anthropic_request import messages_body, wants_json
+from .aws_auth import AwsCredentials, sigv4_headers
 from .transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, retry_after_seconds, undecodable
 
 BEDROCK_VERSION = "bedrock-2023-05-31"
-SIGNING_NAME = "bedrock"
 RETRIABLE_EXCEPTIONS = frozenset(
     {
         "throttlingException",
@@ -168,27 +165,10 @@ class BedrockAdapter:
         self.config = config
         self.region = config.region or "us-east-1"
         self.endpoint = (config.endpoint_url or f"https://bedrock-runtime.{self.region}.amazonaws.com").rstrip("/")
-        self._credentials: Any = None
-        self._lock = asyncio.Lock()
+        self._credentials = AwsCredentials(config.name)
 
     def url_for(self, served_model: str) -> str:
         return f"{self.endpoint}/model/{quote(served_model, safe=':')}/invoke-with-response-stream"
-
-    async def _frozen_credentials(self) -> Any:
-        """botocore's standard chain (env, profile, SSO, IMDS, ...), resolved off the event loop."""
-        async with self._lock:
-            if self._credentials is None:
-                import botocore.session
-
-                def resolve() -> Any:
-                    return botocore.session.get_session().get_credentials()
-
-                self._credentials = await asyncio.to_thread(resolve)
-        if self._credentials is None:
-            raise ProviderFailure(
-                "upstream_error", f"provider {self.name!r}: no AWS credentials found in the standard chain"
-            )
-        return await asyncio.to_thread(self._credentials.get_frozen_credentials)
 
     async def build_request(self, request: GenerationRequest, served_model: str) -> UpstreamHttpRequest:
         body = orjson.dumps(bedrock_body(request))
@@ -199,13 +179,11 @@ class BedrockAdapter:
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
             return UpstreamHttpRequest("POST", url, headers, body)
-        credentials = await self._frozen_credentials()
+        credentials = await self._credentials.frozen()
         region = self.region
 
         def sign(req: UpstreamHttpRequest) -> None:
-            aws = AWSRequest(method=req.method, url=req.url, data=req.body, headers=dict(req.headers))
-            SigV4Auth(credentials, SIGNING_NAME, region).add_auth(aws)
-            req.headers = dict(aws.headers.items())
+            req.headers = sigv4_headers(credentials, region, req.method, req.url, req.body, req.headers)
 
         return UpstreamHttpRequest("POST", url, headers, body, sign=sign)
 

@@ -18,7 +18,9 @@ import orjson
 from ..config import ProviderConfig
 from ..errors import ProviderFailure
 from ..request import EmbeddingInputs
+from .aws_auth import AwsCredentials, sigv4_headers
 from .embeddings import EmbeddingResult, unsupported
+from .google_auth import adc_unless_static, bearer_token
 from .http_client import UpstreamHttpError
 from .transport import (
     MAX_ERROR_BODY,
@@ -209,34 +211,14 @@ class BedrockEmbeddingProvider:
         self._region = config.region or "us-east-1"
         self._endpoint = config.endpoint_url or f"https://bedrock-runtime.{self._region}.amazonaws.com"
         self._http = _EmbeddingHttp(config, connect_timeout_s)
-        self._credentials: Any = None
-
-    async def _creds(self) -> Any:
-        if self._credentials is None:
-            import botocore.session
-
-            # The standard chain may touch the network (instance metadata): never on the loop.
-            creds = await asyncio.to_thread(lambda: botocore.session.Session().get_credentials())
-            if creds is None:
-                raise ProviderFailure("upstream_error", f"{self.name}: no AWS credentials found in the standard chain")
-            self._credentials = creds
-        return self._credentials
+        self._credentials = AwsCredentials(config.name)
 
     async def _invoke(self, model: str, payload: dict[str, Any]) -> tuple[dict[str, str], bytes]:
-        from botocore.auth import SigV4Auth
-        from botocore.awsrequest import AWSRequest
-
         url = f"{self._endpoint}/model/{quote(model, safe=':')}/invoke"
         body = orjson.dumps(payload)
-        creds = await self._creds()
-        request = AWSRequest(
-            method="POST",
-            url=url,
-            data=body,
-            headers={"content-type": "application/json", "accept": "application/json"},
-        )
-        SigV4Auth(creds.get_frozen_credentials(), "bedrock", self._region).add_auth(request)
-        return await self._http.post(url, dict(request.headers.items()), body)
+        credentials = await self._credentials.frozen()
+        headers = {"content-type": "application/json", "accept": "application/json"}
+        return await self._http.post(url, sigv4_headers(credentials, self._region, "POST", url, body, headers), body)
 
     async def embed(self, inputs: EmbeddingInputs, served_model: str, dimensions: int | None) -> EmbeddingResult:
         family = bedrock_family(served_model)
@@ -307,8 +289,7 @@ def parse_vertex(provider: str, data: bytes, expected: int) -> tuple[list[list[f
 class VertexEmbeddingProvider:
     """`kind = "vertex"`: `POST {base}/projects/{p}/locations/{r}/publishers/google/models/{m}:predict`.
 
-    Auth: a static bearer token from `access_token_env`, else google-auth application default
-    credentials (refreshed off the event loop)."""
+    Auth: `google_auth`'s, as for the chat kinds on Vertex AI."""
 
     kind = "vertex"
 
@@ -318,38 +299,13 @@ class VertexEmbeddingProvider:
         self._region = config.region or "us-central1"
         self._base = config.base_url or vertex_base_url(self._region)
         self._http = _EmbeddingHttp(config, connect_timeout_s)
-        self._adc: Any = None
-        self._adc_project: str | None = None
-
-    async def _token(self) -> str:
-        static = _env_secret(self._config.access_token_env)
-        if static:
-            return static
-
-        def refresh() -> str:
-            import google.auth
-            import google.auth.transport.requests
-
-            if self._adc is None:
-                self._adc, self._adc_project = google.auth.default(
-                    scopes=["https://www.googleapis.com/auth/cloud-platform"]
-                )
-            if not self._adc.token or self._adc.expired:
-                self._adc.refresh(google.auth.transport.requests.Request())
-            return str(self._adc.token)
-
-        try:
-            return await asyncio.to_thread(refresh)
-        except Exception as exc:
-            raise ProviderFailure(
-                "upstream_error", f"{self.name}: no Google credentials ({type(exc).__name__})"
-            ) from None
+        self._adc = adc_unless_static(config.access_token_env)
 
     async def embed(self, inputs: EmbeddingInputs, served_model: str, dimensions: int | None) -> EmbeddingResult:
         if inputs.texts is None:
             raise unsupported(f"'input': token arrays are not supported by {served_model}; send strings")
-        token = await self._token()
-        project = self._config.project or self._adc_project
+        token = await bearer_token(self.name, self._config.access_token_env, self._adc)
+        project = self._config.project or (self._adc.project if self._adc else None)
         if not project:
             raise ProviderFailure("upstream_error", f"providers.{self.name}.project is not set")
         url = (

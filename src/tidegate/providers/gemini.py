@@ -42,8 +42,9 @@ from ..events import Finished as FinishedEvent
 from ..request import GenerationRequest
 from ..sse import SSEDecoder
 from .gemini_request import gemini_body
+from .google_auth import adc_unless_static, bearer_token
 from .transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, sanitize, undecodable
-from .vertex import GoogleToken, vertex_base_url, vertex_failure
+from .vertex import vertex_base_url, vertex_failure
 
 GOOGLE_AI_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 FINISH_REASONS: dict[str, FinishReason] = {
@@ -205,7 +206,7 @@ class GeminiAdapter:
             self.base_url = (config.base_url or vertex_base_url(self.region)).rstrip("/")
         else:
             self.base_url = (config.base_url or GOOGLE_AI_BASE_URL).rstrip("/")
-        self._adc = GoogleToken() if self.vertex and not config.access_token_env else None
+        self._adc = adc_unless_static(config.access_token_env) if self.vertex else None
 
     def url_for(self, served_model: str) -> str:
         if self.vertex:
@@ -215,13 +216,13 @@ class GeminiAdapter:
         return f"{prefix}/models/{served_model}:streamGenerateContent?alt=sse"
 
     async def _auth(self) -> dict[str, str]:
-        if self._adc is not None:
-            return {"authorization": f"Bearer {await self._adc.token()}"}
-        var = self.config.access_token_env if self.vertex else (self.config.api_key_env or "GEMINI_API_KEY")
-        value = os.environ.get(var or "")
+        if self.vertex:
+            return {"authorization": f"Bearer {await bearer_token(self.name, self.config.access_token_env, self._adc)}"}
+        var = self.config.api_key_env or "GEMINI_API_KEY"
+        value = os.environ.get(var)
         if not value:
             raise ProviderFailure("upstream_error", f"provider {self.name!r}: environment variable {var} is not set")
-        return {"authorization": f"Bearer {value}"} if self.vertex else {"x-goog-api-key": value}
+        return {"x-goog-api-key": value}
 
     async def build_request(self, request: GenerationRequest, served_model: str) -> UpstreamHttpRequest:
         headers = {

@@ -140,9 +140,9 @@ def _aws_credentials(p: ProviderConfig) -> list[str]:
     if p.api_key_env:
         return []
     try:
-        import botocore.session
+        from .aws_auth import standard_chain
 
-        creds = botocore.session.get_session().get_credentials()
+        creds = standard_chain()
         return ["AWS credentials found" if creds is not None else "AWS credentials NOT FOUND"]
     except ImportError:
         return ["botocore missing: pip install 'tidegate[cloud]'"]

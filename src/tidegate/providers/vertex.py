@@ -9,8 +9,6 @@ kind. Errors raised by Vertex before streaming use Google's envelope, possibly w
 
 from __future__ import annotations
 
-import asyncio
-import os
 from typing import Any
 
 import orjson
@@ -20,10 +18,10 @@ from ..errors import ProviderFailure, retriable_status
 from ..request import GenerationRequest
 from .anthropic import AnthropicSSEDecoder, error_text, parse_error_body, sent_body
 from .anthropic_request import messages_body, wants_json
+from .google_auth import adc_unless_static, bearer_token
 from .transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, retry_after_seconds
 
 VERTEX_VERSION = "vertex-2023-10-16"
-CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 
 
 def vertex_base_url(region: str) -> str:
@@ -73,36 +71,6 @@ def vertex_failure(status: int, headers: dict[str, str], body: bytes, who: str) 
     )
 
 
-class GoogleToken:
-    """ADC credentials; `refresh` (blocking HTTP) always runs in a worker thread."""
-
-    def __init__(self) -> None:
-        self._credentials: Any = None
-        self.project: str | None = None
-        self._lock = asyncio.Lock()
-
-    def _load_and_refresh(self) -> None:
-        import google.auth
-        import google.auth.transport.urllib3
-        import urllib3
-
-        if self._credentials is None:
-            self._credentials, self.project = google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE])
-        self._credentials.refresh(google.auth.transport.urllib3.Request(urllib3.PoolManager()))  # type: ignore[no-untyped-call]
-
-    async def token(self) -> str:
-        async with self._lock:
-            creds = self._credentials
-            if creds is None or not creds.token or creds.expired:
-                try:
-                    await asyncio.to_thread(self._load_and_refresh)
-                except Exception as exc:  # google.auth raises several unrelated types
-                    raise ProviderFailure(
-                        "upstream_error", f"google-auth could not get an access token ({type(exc).__name__})"
-                    ) from None
-            return str(self._credentials.token)
-
-
 def vertex_body(request: GenerationRequest) -> dict[str, Any]:
     """rawPredict's body: the model is in the URL; the Messages door's body goes as sent."""
     extras = request.messages_api
@@ -121,7 +89,7 @@ class VertexAdapter:
         self.config = config
         self.region = config.region or "global"
         self.base_url = (config.base_url or vertex_base_url(self.region)).rstrip("/")
-        self._adc = GoogleToken() if not config.access_token_env else None
+        self._adc = adc_unless_static(config.access_token_env)
 
     def url_for(self, project: str, served_model: str) -> str:
         return (
@@ -129,20 +97,9 @@ class VertexAdapter:
             f"/publishers/anthropic/models/{served_model}:streamRawPredict"
         )
 
-    async def _token(self) -> str:
-        if self._adc is None:
-            var = self.config.access_token_env or ""
-            token = os.environ.get(var)
-            if not token:
-                raise ProviderFailure(
-                    "upstream_error", f"provider {self.name!r}: environment variable {var} is not set"
-                )
-            return token
-        return await self._adc.token()
-
     async def build_request(self, request: GenerationRequest, served_model: str) -> UpstreamHttpRequest:
         body_obj = vertex_body(request)
-        token = await self._token()
+        token = await bearer_token(self.name, self.config.access_token_env, self._adc)
         project = self.config.project or (self._adc.project if self._adc else None)
         if not project:
             raise ProviderFailure(
