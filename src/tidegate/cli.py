@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import click
 
 from .cli_keys import keys
+from .cli_seed import seed_generations
 from .config import Config
 from .config_load import load_config
 from .errors import ConfigError
@@ -174,6 +175,7 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
 
 
 main.add_command(keys)
+main.add_command(seed_generations)
 
 
 @main.group()

@@ -5,6 +5,7 @@ retention, the routes' last failures with secrets redacted, and what a non-admin
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -231,3 +232,22 @@ def test_routes_last_failures_name_the_generation_with_secrets_redacted(stack: S
     assert 1 <= len(broken) <= 5 and broken == sorted(broken, key=lambda f: f["at"], reverse=True)
     assert routes["emu/text"]["last_failures"] == [] or routes["emu/text"]["error_rate"] > 0
     assert stack.get("/api/v1/routes", key=app).status_code == 403
+
+
+def test_seed_and_scale_bench_run_small(tmp_path: Path) -> None:
+    """`tidegate seed-generations` writes the records and their rollups, and bench/console_scale.py
+    times every console endpoint against a real gateway on the seeded store (1M rows in the bench)."""
+    out = tmp_path / "report.md"
+    bench = Path(__file__).resolve().parents[2] / "bench" / "console_scale.py"
+    done = subprocess.run(
+        [sys.executable, str(bench), "--count", "3000", "--runs", "3", "--stores", "sqlite", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "seeded 3000 generation records" in done.stdout
+    report = out.read_text()
+    rows = [line for line in report.splitlines() if line.startswith("| ") and "endpoint" not in line]
+    assert len(rows) == 29 and "(met)" in report
+    assert any(r.startswith("| generations deep keyset page |") for r in rows)

@@ -24,6 +24,18 @@ def rollup_upsert(p: Placeholder) -> str:
     )
 
 
+def rollup_add(p: Placeholder) -> str:
+    """A bucket row's upsert with every sum given: (res, t, model, provider, key_id, requests, errors,
+    input, output, cost, h0..h24) (the seeding command's, which sums in memory first)."""
+    n = 5 + len(_SUMS)
+    adds = ", ".join(f"{c} = console_rollup.{c} + excluded.{c}" for c in _SUMS)
+    return (
+        f"INSERT INTO console_rollup (res, t, model, provider, key_id, {', '.join(_SUMS)})"
+        f" VALUES ({', '.join(p(i) for i in range(1, n + 1))})"
+        f" ON CONFLICT (res, t, model, provider, key_id) DO UPDATE SET {adds}"
+    )
+
+
 def rollup_rows(r: Rollup) -> list[tuple[Any, ...]]:
     """`rollup_upsert`'s parameters for each bucket width the record adds to."""
     return [
@@ -45,7 +57,8 @@ def series_sql(q: SeriesQuery, p: Placeholder) -> tuple[str, list[Any]]:
             args.append(value)
             where.append(f"{name} = {p(len(args))}")
     sums = ", ".join(f"SUM({c})" for c in _SUMS)
-    sql = f"SELECT t, {group}, {sums} FROM console_rollup WHERE {' AND '.join(where)} GROUP BY t, {group}"
+    keys = f"t, {column}" if column is not None else "t"  # (PostgreSQL groups by no constant)
+    sql = f"SELECT t, {group}, {sums} FROM console_rollup WHERE {' AND '.join(where)} GROUP BY {keys}"
     return sql, args
 
 
