@@ -254,6 +254,8 @@ MESSAGES_ROWS = (
         "as sent",
         "refused by name",
     ),
+    ("answer: `message_start.message.usage.input_tokens`", "the upstream's", "estimated⁵"),
+    ("answer: `stop_reason: stop_sequence`, `stop_sequence`", "the upstream's", "`end_turn`, `null`⁶"),
     ("`anthropic-beta` flags of the accepted list⁴", "as sent", "accepted"),
     ("any other `anthropic-beta` flag", "as sent", "refused by name (`anthropic-beta: <flag>`)"),
 )
@@ -269,6 +271,10 @@ MESSAGES_NOTES = (
     "`advanced-tool-use-*`, `effort-*`, `prompt-caching-*`, `extended-cache-ttl-*`,",
     "`fine-grained-tool-streaming-*`, `token-efficient-tools-*`, `token-counting-*`, `structured-outputs-*`,",
     "`output-128k-*`, `output-300k-*`, `model-context-window-exceeded-*`, `pdfs-*`, `cache-diagnosis-*`.",
+    "⁵ Before the upstream has said it: the o200k count of a prompt of up to 8 KiB, ~4 characters a token",
+    "past that; `message_delta`'s `usage` carries the route's own count (the SDKs keep that one).",
+    "⁶ A chat upstream (and Gemini, and llama.cpp) leaves the sequence out of the text and ends with",
+    "`finish_reason: stop` either way, so nothing tells a stop sequence from the model's own end.",
 )
 
 

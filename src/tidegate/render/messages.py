@@ -139,7 +139,9 @@ class MessagesStreamRenderer:
         self.next_id = seq + 1
         return seq
 
-    def begin(self) -> bytes:
+    def begin(self, input_tokens: int = 0) -> bytes:
+        """`message_start`; `input_tokens` is the prompt as known before the upstream said it (an
+        estimate: `message_delta` carries the route's own count)."""
         message: dict[str, Any] = {
             "id": self.message_id,
             "type": "message",
@@ -148,7 +150,7 @@ class MessagesStreamRenderer:
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": usage_json(None),
+            "usage": {"input_tokens": input_tokens, "output_tokens": 0},
         }
         return self._frame(b"message_start", {"type": "message_start", "message": message})
 

@@ -4,7 +4,7 @@ A gateway that dies mid-stream leaves a frame log with no ending: a resume, or a
 instance, would re-send those frames and stop, and a plain OpenAI SDK client takes a body that just
 stops for a finished answer. Once the record is final (the lease sweep marked it `interrupted`), the
 reader ends the stream itself, in the door's shape: chat's error chunk (no `[DONE]`), Responses'
-`response.failed`, native's `error` event. The frames already logged give the ids and the response
+`response.failed`, native's and Messages' `error` events. The frames already logged give the ids and the response
 shell; the record (gateway/recovery.py) gives the partial output.
 """
 
@@ -26,6 +26,7 @@ _ENDINGS = (
     b"event: response.incomplete\n",
     b"event: done\n",
     b"event: error\n",
+    b"event: message_stop\n",
 )
 
 
@@ -88,6 +89,12 @@ def _native(record: GenerationRecord, seq: int) -> bytes:
     return b"id: %d\nevent: error\ndata: %s\n\n" % (seq, orjson.dumps(payload))
 
 
+def _messages(record: GenerationRecord, seq: int) -> bytes:
+    error = _error(record)
+    payload = {"type": "error", "error": {"type": "api_error", "message": error["message"], "code": error["code"]}}
+    return b"id: %d\nevent: error\ndata: %s\n\n" % (seq, orjson.dumps(payload))
+
+
 def crash_ending(record: GenerationRecord, frames: list[bytes], events: list[Event]) -> bytes:
     """The failure ending of `record`'s stream, whose logged `frames` (all of them, in order) do not
     end; b"" for a door that has no stream ending of this kind (images end with their record)."""
@@ -98,4 +105,6 @@ def crash_ending(record: GenerationRecord, frames: list[bytes], events: list[Eve
         return _responses(record, frames, events, seq)
     if record.door == "native":
         return _native(record, seq)
+    if record.door == "messages":
+        return _messages(record, seq)
     return b""

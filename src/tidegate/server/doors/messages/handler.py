@@ -20,7 +20,7 @@ from ....config import Config
 from ....errors import ModelNotFound, TidegateError, quote
 from ....events import Event, Failed
 from ....gateway.generation import Generation
-from ....gateway.usage import count_tokens, estimate_prompt_tokens, tokenizer_ready
+from ....gateway.usage import count_tokens, estimate_prompt_tokens, quick_prompt_estimate, tokenizer_ready
 from ....providers.kinds import MESSAGES_AS_SENT
 from ....render.messages import MessageBuilder, MessagesStreamRenderer
 from ....store.base import ApiKey
@@ -92,7 +92,7 @@ class _MessagesStream:
         if committed.provider in self.passthrough:
             self.renderer.passthrough = True  # the upstream's own message_start comes next
             return b""
-        return self.renderer.begin()
+        return self.renderer.begin(quick_prompt_estimate(self.gen.request.messages))
 
     def event(self, event: Event) -> bytes:
         return self.renderer.render(event)
