@@ -21,6 +21,7 @@ from .config_load import load_config
 from .errors import ConfigError
 from .keys import make_key
 from .server.workers import STARTUP_FAILURE, Supervisor, announcing_server, claim_port, reuse_port_supported
+from .store.console import console_of
 from .store.open import open_store
 
 T = TypeVar("T")
@@ -49,6 +50,7 @@ async def _prepare_store(config: Config, loopback: bool) -> str | None:
     await store.open()
     try:
         await store.prune(time.time() - config.store.retention_hours * 3600)
+        await console_of(store).prune(time.time(), config.logging.body_retention_s)  # bodies, old buckets
         if os.environ.get("TIDEGATE_MASTER_KEY") or await store.count_keys() > 0:
             return None
         if not loopback:  # a key printed on a public bind could end up in someone else's log

@@ -315,6 +315,13 @@ class Breaker(Struct, frozen=True):
 
 class ModelConfig(Struct, frozen=True, forbid_unknown_fields=True):
     id: Annotated[str, doc("(the table's name; not a key)")] = ""
+    log_bodies: Annotated[
+        bool,
+        doc(
+            "keep each generation's request as received and its final answer, apart from the record, for "
+            "`[logging] body_retention_s` ([security.md](security.md#body-logging))"
+        ),
+    ] = False
     type: Annotated[
         ModelType,
         doc(
@@ -404,6 +411,18 @@ class McpConfig(Struct, frozen=True, forbid_unknown_fields=True):
     deadline_s: Annotated[float, doc("the whole loop: every model turn and every call", gt=0)] = 120.0
 
 
+class LoggingConfig(Struct, frozen=True, forbid_unknown_fields=True):
+    body_retention_s: Annotated[
+        float,
+        doc(
+            "how long a logged request and answer are kept (body logging is off unless a model's `log_bodies` or "
+            "a key's `log_bodies` turns it on; [security.md](security.md#body-logging))",
+            gt=0,
+            le=31_536_000,
+        ),
+    ] = 604_800.0
+
+
 class Config(Struct, frozen=True):
     server: ServerConfig
     store: StoreConfig
@@ -411,6 +430,7 @@ class Config(Struct, frozen=True):
     models: dict[str, ModelConfig]
     source: str = "<embedded default>"
     mcp: McpConfig = McpConfig()
+    logging: LoggingConfig = LoggingConfig()
 
     def provider_idle_timeout(self, provider: str) -> float:
         p = self.providers.get(provider)
@@ -428,6 +448,7 @@ TABLES: dict[str, type[Struct]] = {
     'models."ID".pricing': Pricing,
     'models."ID".server_tools': ServerTool,
     "mcp": McpConfig,
+    "logging": LoggingConfig,
 }
 
 __all__ = [
@@ -436,6 +457,7 @@ __all__ = [
     "Breaker",
     "Config",
     "McpConfig",
+    "LoggingConfig",
     "ModelConfig",
     "Pricing",
     "ProviderConfig",

@@ -19,6 +19,7 @@ from .addresses import never_upstream, split_host_port
 from .config import (
     REQUIRED_KEYS,
     Config,
+    LoggingConfig,
     McpConfig,
     ModelConfig,
     ProviderConfig,
@@ -31,7 +32,7 @@ from .config_where import error_path, line_of
 from .errors import ConfigError
 from .header_rules import header_problem
 
-_ROOT_KEYS = {"server", "store", "providers", "models", "mcp"}
+_ROOT_KEYS = {"server", "store", "providers", "models", "mcp", "logging"}
 _STORE_SCHEMES = ("sqlite://", "redis://", "rediss://", "postgresql://", "postgres://")
 _ROUTER_ONLY = ("candidates", "policy", "balanced_within_pct")
 
@@ -169,7 +170,10 @@ def parse_config(data: dict[str, Any], source: str = "<memory>") -> Config:
     }
     _check_candidates(models)
     mcp = _mcp(table("mcp", data.get("mcp", {})))
-    return Config(server=server, store=store, providers=providers, models=models, source=source, mcp=mcp)
+    logging = convert("logging", table("logging", data.get("logging", {})), LoggingConfig)
+    return Config(
+        server=server, store=store, providers=providers, models=models, source=source, mcp=mcp, logging=logging
+    )
 
 
 def load_text(text: str, source: str) -> Config:

@@ -5,6 +5,7 @@ retention, the routes' last failures with secrets redacted, and what a non-admin
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ CHAT = "/v1/chat/completions"
 MASTER = {"Authorization": f"Bearer {MASTER_KEY}"}
 # the upstream's own key: the emulator's 401 answer echoes it, and nothing the console shows may
 UPSTREAM_SECRET = "sk-upstream-console-0123456789abcdef"
+BODY_RETENTION_S = 4
 
 
 def _config(store_url: str, emu: OpenAIUpstream) -> str:
@@ -34,6 +36,8 @@ def _config(store_url: str, emu: OpenAIUpstream) -> str:
 host = "127.0.0.1"
 [store]
 url = "{store_url}"
+[logging]
+body_retention_s = {BODY_RETENTION_S}
 [providers.emu]
 kind = "openai"
 base_url = "{emu.base_url}"
@@ -43,6 +47,7 @@ routes = [{{ provider = "emu", model = "text" }}]
 pricing = {{ prompt = 1, completion = 2 }}
 [models.logged]
 routes = [{{ provider = "emu", model = "text" }}]
+log_bodies = true
 [models.broken]
 routes = [{{ provider = "emu", model = "http-500" }}]
 [models.leaky]
@@ -75,7 +80,7 @@ def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
         server = start_server(tmp / "gw", _config(url, emu), extra_env={"CANARY_CONSOLE_UPSTREAM_KEY": UPSTREAM_SECRET})
         try:
             keys = {}
-            for name, extra in (("ops", {"admin": True}), ("app", {})):
+            for name, extra in (("ops", {"admin": True}), ("app", {}), ("traced", {"log_bodies": True})):
                 r = httpx.post(server.base_url + "/api/v1/keys", json={"name": name, **extra}, headers=MASTER)
                 assert r.status_code == 201, r.text
                 keys[name] = r.json()
@@ -251,3 +256,38 @@ def test_seed_and_scale_bench_run_small(tmp_path: Path) -> None:
     rows = [line for line in report.splitlines() if line.startswith("| ") and "endpoint" not in line]
     assert len(rows) == 29 and "(met)" in report
     assert any(r.startswith("| generations deep keyset page |") for r in rows)
+
+
+def _bodies(stack: Stack, generation_id: str) -> tuple[Any, Any]:
+    r = stack.get(f"/api/v1/generations/{generation_id}")
+    assert r.status_code == 200, r.text
+    return r.json()["request_body"], r.json()["response_body"]
+
+
+def test_body_logging_per_key_and_per_model_with_retention(stack: Stack, tmp_path: Path) -> None:
+    traced, app = stack.keys["traced"], stack.keys["app"]
+    assert traced["log_bodies"] is True and app["log_bodies"] is False
+    on = stack.chat(traced["key"], text=f"keep me {UPSTREAM_SECRET}")
+    off = stack.chat(app["key"], text="forget me")
+    by_model = stack.chat(app["key"], model="logged", text="the model keeps me", stream=True)
+    assert on.status_code == off.status_code == by_model.status_code == 200
+    request, response = _bodies(stack, on.headers["x-generation-id"])
+    assert request["messages"][0]["content"] == "keep me ***"  # a provider credential in a prompt is masked
+    assert response == on.json()["choices"][0]["message"]["content"] and "authorization" not in str(request).lower()
+    assert _bodies(stack, off.headers["x-generation-id"]) == (None, None)
+    request, response = _bodies(stack, by_model.headers["x-generation-id"])
+    assert request["model"] == "logged" and request["stream"] is True and response
+    time.sleep(BODY_RETENTION_S + 0.5)
+    assert _bodies(stack, on.headers["x-generation-id"]) == (None, None)  # past retention
+    if stack.backend == "sqlite":  # a gateway's start prunes: the row itself goes
+        path = stack.server.config_path.read_text().split('url = "sqlite:///', 1)[1].split('"', 1)[0]
+
+        def kept() -> int:
+            with sqlite3.connect(path) as db:
+                return int(db.execute("SELECT count(*) FROM generation_bodies").fetchone()[0])
+
+        assert kept() >= 2
+        second = start_server(tmp_path / "second", stack.server.config_path.read_text())
+        second.stop()
+        assert kept() == 0
+    assert UPSTREAM_SECRET not in stack.server.log()

@@ -271,6 +271,7 @@ class TidegateApp:
             await asyncio.sleep(HOUSEKEEPING_INTERVAL_S)
             try:
                 await self.state.store.prune(time.time() - self.config.store.retention_hours * 3600)
+                await self.state.console.prune(time.time(), self.config.logging.body_retention_s)
             except Exception:
                 log.warning("retention pruning failed", exc_info=True)
 

@@ -27,7 +27,7 @@ from ..gateway.relay import KEEPALIVE
 from ..request import GenerationRequest
 from ..sse import encode_comment
 from ..store.base import ApiKey
-from . import access_log
+from . import access_log, body_log
 from .disconnect import DisconnectWatch
 from .hints import session_hints
 from .http import Request
@@ -211,6 +211,7 @@ async def serve_generation(req: Request, state: AppState, key: ApiKey, spec: Doo
             except Exception:
                 log.exception("generation %s: the JSON driver failed", gen.id)
                 await _end_broken(req, gen, None)
+    await body_log.keep(state, key, gen.record, spec.body)  # off unless the key or model asks (body_log.py)
 
 
 BROKEN = "the gateway failed to finish this answer"

@@ -41,6 +41,7 @@ class ApiKey:
     models: tuple[str, ...] | None = None  # the model ids it may use; None: all
     expires_at: float | None = None
     admin: bool = False
+    log_bodies: bool = False  # keep its generations' request and answer (docs/security.md)
     metadata: dict[str, Any] = field(default_factory=dict)
     # the jurisdictions this key's requests may be served in (docs/api-operations.md §12; None: any)
     jurisdictions: tuple[str, ...] | None = None
@@ -63,6 +64,7 @@ class ApiKey:
             "models": list(self.models) if self.models is not None else None,
             "expires_at": self.expires_at,
             "admin": self.admin,
+            "log_bodies": self.log_bodies,
             "metadata": self.metadata,
             "jurisdictions": list(self.jurisdictions) if self.jurisdictions is not None else None,
         }
@@ -75,6 +77,7 @@ class ApiKey:
         self.models = tuple(models) if models is not None else None
         self.expires_at = settings.get("expires_at")
         self.admin = bool(settings.get("admin", False))
+        self.log_bodies = bool(settings.get("log_bodies", False))
         self.metadata = dict(settings.get("metadata") or {})
         self.jurisdictions = tuple(juris) if juris is not None else None
 

@@ -10,6 +10,7 @@ from ...errors import GenerationNotFound, InvalidRequest, quote
 from ...gateway.recovery import recovered
 from ...store.base import ApiKey, GenerationRecord
 from ...store.console import LogFilter
+from .. import body_log
 from ..http import Request
 from ..state import AppState
 from .live import as_it_stands
@@ -21,7 +22,7 @@ async def get_generation(req: Request, state: AppState, key: ApiKey) -> None:
     if record is None or (record.key_id != key.id and not key.is_master):
         raise GenerationNotFound(f"no generation {quote(gid)} for this API key")
     record = await as_it_stands(state, await recovered(state.store, record))
-    await req.respond_json(200, {**record.public(), "key_id": record.key_id})
+    await req.respond_json(200, {**record.public(), "key_id": record.key_id, **(await body_log.shown(state, record))})
 
 
 async def cancel_generation(req: Request, state: AppState, key: ApiKey) -> None:

@@ -44,6 +44,7 @@ class KeyChange(msgspec.Struct, forbid_unknown_fields=True):
     models: Annotated[list[Label], msgspec.Meta(max_length=1000)] | msgspec.UnsetType | None = msgspec.UNSET
     expires_at: Annotated[float, msgspec.Meta(gt=0)] | msgspec.UnsetType | None = msgspec.UNSET
     admin: bool | msgspec.UnsetType = msgspec.UNSET
+    log_bodies: bool | msgspec.UnsetType = msgspec.UNSET
     metadata: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
     jurisdictions: Annotated[list[Label], msgspec.Meta(max_length=50)] | msgspec.UnsetType | None = msgspec.UNSET
 
@@ -80,7 +81,7 @@ def _apply(key: ApiKey, change: KeyChange, state: AppState) -> None:
         raise InvalidRequest(f"metadata: at most {METADATA_BYTES} bytes of JSON")
     if change.expires_at not in (msgspec.UNSET, None) and float(change.expires_at) <= time.time():
         raise InvalidRequest("expires_at: must be in the future (Unix seconds)")
-    for name in ("name", "credits", "budget_period", "expires_at", "admin", "metadata"):
+    for name in ("name", "credits", "budget_period", "expires_at", "admin", "log_bodies", "metadata"):
         value = getattr(change, name)
         if value is not msgspec.UNSET:
             setattr(key, name, value)
