@@ -55,11 +55,19 @@ url = "{sqlite_url(workdir)}"
 kind = "gemini"
 base_url = "{gemini.base_url}/v1beta"
 api_key_env = "EMU_GEMINI_KEY"
+[providers.gemini-vertex]
+kind = "gemini"
+project = "{gemini.project}"
+region = "us-central1"
+base_url = "{gemini.base_url}/v1"
+access_token_env = "EMU_GEMINI_TOKEN"
 [providers.chat]
 kind = "openai"
 base_url = "{chat.base_url}"
 [models."google/gemini-flash"]
 routes = [{{ provider = "gemini", model = "gemini-2.5-flash" }}]
+[models."vertex/gemini-pro"]
+routes = [{{ provider = "gemini-vertex", model = "gemini-2.5-flash" }}]
 [models."gpt"]
 routes = [{{ provider = "chat", model = "text" }}]
 [models."gpt-tools"]
@@ -71,7 +79,8 @@ routes = [{{ provider = "chat", model = "error-mid" }}]
 [models."fallback"]
 routes = [{{ provider = "gemini", model = "gemini-2.5-flash--500" }}, {{ provider = "chat", model = "text" }}]
 """
-    proc = start_server(workdir, config, extra_env={"EMU_GEMINI_KEY": gemini.api_key})
+    env = {"EMU_GEMINI_KEY": gemini.api_key, "EMU_GEMINI_TOKEN": gemini.token}
+    proc = start_server(workdir, config, extra_env=env)
     yield proc
     proc.stop()
 
@@ -150,9 +159,14 @@ def test_sdk_function_tool_and_thinking_round_trip_on_a_chat_route(server: Serve
     assert messages[-1] == {"role": "tool", "tool_call_id": assistant["tool_calls"][0]["id"], "content": '{"r":"ok"}'}
 
 
+@pytest.mark.parametrize(
+    ("model", "provider", "dialect"),
+    [("google/gemini-flash", "gemini", "google-ai"), ("vertex/gemini-pro", "gemini-vertex", "vertex")],
+)
 def test_a_gemini_route_gets_the_body_as_sent_and_its_chunks_back_untouched(
-    server: ServerProcess, gemini: GeminiEmulator
+    server: ServerProcess, gemini: GeminiEmulator, model: str, provider: str, dialect: str
 ) -> None:
+    """On Google AI and on Vertex AI (`project` set: the `publishers/google` path, a bearer token)."""
     mark = f"req-{uuid.uuid4().hex[:10]}"
     body = {
         **user(f"[[thinking]] {mark}"),
@@ -160,16 +174,17 @@ def test_a_gemini_route_gets_the_body_as_sent_and_its_chunks_back_untouched(
         "tools": [{"googleSearch": {}}],
         "generationConfig": {"topK": 3, "thinkingConfig": {"includeThoughts": True}},
     }
-    r = post(server, "/v1beta/models/google%2Fgemini-flash:streamGenerateContent?alt=sse", body)
+    path = model.replace("/", "%2F")
+    r = post(server, f"/v1beta/models/{path}:streamGenerateContent?alt=sse", body)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
-    assert r.headers["x-provider"] == "gemini" and is_ulid(r.headers["x-generation-id"])
+    assert r.headers["x-provider"] == provider and is_ulid(r.headers["x-generation-id"])
     assert "x-tidegate-dropped" not in r.headers  # topK went as sent
     rec = next(x for x in gemini.requests if mark in repr(x.body))
-    assert rec.body == body and rec.model == "gemini-2.5-flash"
+    assert rec.body == body and rec.model == "gemini-2.5-flash" and rec.dialect == dialect
     expected = [orjson.dumps(c) for c in scenario_chunks("thinking", "gemini-2.5-flash")]
     assert r.content == b"".join(b"data: " + c + b"\n\n" for c in expected)
     # the same request as JSON: the chunks merged into one response (the bare id names the model)
-    answer = post(server, "/v1beta/models/gemini-flash:generateContent", body).json()
+    answer = post(server, f"/v1beta/models/{model.split('/')[1]}:generateContent", body).json()
     parts = answer["candidates"][0]["content"]["parts"]
     assert parts == [
         {"text": THOUGHT, "thought": True},
