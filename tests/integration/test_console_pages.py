@@ -1,0 +1,380 @@
+"""The console's pages in headless Chromium (issue 54; docs/console.md), driven by Playwright with
+Debian's `chromium`, against a real `tidegate serve` and the OpenAI emulator: the issue's done-when
+flow, keyboard navigation, every page at 1280x800 and at a 390 px phone width within the page's CSP,
+the overview's charts, the logs' filters and pages. The screenshots docs/console.md shows are
+written into docs/ here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+from test_console import _chromium
+
+from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from helpers import MASTER_KEY, ServerProcess, sqlite_url, start_server
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+MASTER = {"Authorization": f"Bearer {MASTER_KEY}"}
+# every CSP violation and script error the page meets is kept where the test can read it
+WATCH = """
+window.tidegateViolations = [];
+document.addEventListener("securitypolicyviolation",
+  (e) => window.tidegateViolations.push(`${e.violatedDirective} ${e.blockedURI}`));
+"""
+PRICING = "[models.{0}.pricing]\nprompt = 100\ncompletion = 200\n"
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, str]]:
+    workdir = tmp_path_factory.mktemp("console-pages")
+    with OpenAIUpstream() as emu:
+        config = tidegate_toml(
+            sqlite_url(workdir),
+            {"emu": {"kind": "openai", "base_url": emu.base_url}},
+            {
+                "m/hello": [("emu", "text")],
+                "m/flaky": [("emu", "http-500"), ("emu", "text")],  # the first route fails before the first byte
+                "m/think": [("emu", "reasoning_content")],
+                "m/broken": [("emu", "error-mid")],
+            },
+            {"breaker_failures": 2},
+        )
+        config += PRICING.format('"m/hello"') + PRICING.format('"m/flaky"')
+        server = start_server(workdir, config)
+        r = httpx.post(server.base_url + "/api/v1/keys", json={"name": "ops", "admin": True}, headers=MASTER)
+        assert r.status_code == 201, r.text
+        ops = {"Authorization": f"Bearer {r.json()['key']}"}
+        for model in ("m/hello", "m/think", "m/broken", "m/hello", "m/think"):
+            _stream(server, model, ops)
+        try:
+            yield server, r.json()["key"]
+        finally:
+            server.stop()
+            assert MASTER_KEY not in server.log()
+
+
+def _stream(server: ServerProcess, model: str, headers: dict[str, str]) -> httpx.Response:
+    body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    return httpx.post(server.base_url + "/v1/chat/completions", json=body, headers=headers, timeout=30)
+
+
+class Console:
+    """One browser with a logged-in context; `problems()` is what the pages reported."""
+
+    def __init__(self, browser: Browser, server: ServerProcess, secret: str, width: int = 1280) -> None:
+        self.base = server.base_url
+        self.errors: list[str] = []
+        self.context: BrowserContext = browser.new_context(viewport={"width": width, "height": 800})
+        self.context.add_init_script(WATCH)
+        self.page = self.open()
+        self.page.goto(self.base + "/ui/")
+        self.page.fill("#key", secret)
+        self.page.click("#login")
+        expect(self.page.locator("#nav")).to_be_visible()
+
+    def open(self) -> Page:
+        page = self.context.new_page()
+        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        return page
+
+    def go(self, where: str, page: Page | None = None) -> Page:
+        page = page or self.page
+        page.goto(f"{self.base}/ui/#{where}")
+        expect(page.locator("main h2").first).to_be_visible()
+        return page
+
+    def problems(self, page: Page | None = None) -> list[str]:
+        violations: list[str] = (page or self.page).evaluate("window.tidegateViolations")
+        return violations + self.errors
+
+
+@pytest.fixture
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=_chromium(), headless=True, args=["--no-sandbox"])
+        yield chromium
+        chromium.close()
+
+
+def _shot(page: Page, name: str) -> None:
+    page.screenshot(path=str(DOCS / f"console-{name}.png"), full_page=True)
+
+
+def _until(page: Page, condition: str, timeout_s: float = 8.0) -> None:
+    """Poll `condition` (a JS expression) from the test: the page's CSP forbids the string
+    evaluation `wait_for_function` does inside it."""
+    for _ in range(int(timeout_s / 0.1)):
+        if page.evaluate(condition):
+            return
+        page.wait_for_timeout(100)
+    raise AssertionError(f"never true: {condition}")
+
+
+def _chart_last(page: Page, chart: str, series: int = 1) -> Any:
+    return page.evaluate(
+        f"(() => {{ const d = document.querySelector('#{chart}').uplot.data[{series}]; return d[d.length - 1]; }})()"
+    )
+
+
+def test_a_new_key_streams_spends_fails_over_and_is_revoked(
+    gateway: tuple[ServerProcess, str], browser: Browser
+) -> None:
+    """The issue's done-when, all in the browser: a new user creates a key with a budget, watches its
+    spend climb in a chart while streaming through the playground with that key, sees a failing route
+    turn red with its last error, and revokes the key."""
+    server, ops = gateway
+    console = Console(browser, server, ops)
+    console.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.base_url)
+    page = console.page
+    page.click("nav >> text=Keys")
+    expect(page.locator("main h2")).to_have_text("Keys")
+    page.click("#new-key summary")
+    form = page.locator("#create-key")
+    form.locator('[name="name"]').fill("team-lead")
+    form.locator('[name="credits"]').fill("5")
+    form.locator('[name="rpm"]').fill("100")
+    form.locator('[name="models"]').select_option(["m/hello", "m/flaky"])
+    form.locator('button[type="submit"]').click()
+    secret = page.locator("#new-secret").text_content()
+    assert secret and secret.startswith("tg-")
+    page.click("#copy-secret")
+    expect(page.locator("#copied")).to_have_text("copied")
+    assert page.evaluate("navigator.clipboard.readText()") == secret  # the copy button copied the secret
+    _shot(page, "key-created")
+    page.click("#secret-box a")
+    expect(page.locator("main h2")).to_have_text("Key team-lead")
+    expect(page.locator('#key-facts dd[data-fact="budget"]')).to_have_text("$5.00")
+    expect(page.locator('#key-facts dd[data-fact="spent"]')).to_have_text("$0")
+    expect(page.locator("#chart-spend[data-drawn]")).to_be_visible()
+    key_id = page.url.rsplit("/", 1)[1].split("?")[0]
+
+    # the playground, in a second tab, streams with the new key; the key's page follows its spend
+    play = console.go("/playground", console.open())
+    play.fill("#as-key", secret)
+    spent: list[float] = []
+    for _ in range(3):
+        play.select_option("#model", "m/hello")
+        play.fill("#prompt", "hello?")
+        play.click("#send")
+        expect(play.locator("#stream-state")).to_have_text("completed", timeout=10_000)
+        gid = play.locator("#stream-state").get_attribute("data-generation")
+        expect(page.locator(f'#key-generations-rows tr[data-id="{gid}"][data-status="completed"]')).to_be_visible(
+            timeout=8_000
+        )
+        shown = page.locator('#key-facts dd[data-fact="spent"]')
+        expect(shown).not_to_have_text(f"${spent[-1]:.4f}" if spent else "$0", timeout=8_000)
+        spent.append(float((shown.text_content() or "").lstrip("$")))
+        _until(page, f"document.querySelector('#chart-spend').uplot.data[1].at(-1) >= {spent[-1]} - 1e-9")
+    assert spent[0] > 0 and spent[0] < spent[1] < spent[2], spent  # it climbs with each stream
+    assert _chart_last(page, "chart-spend") == pytest.approx(spent[2], rel=1e-6)
+    assert _chart_last(page, "chart-spend", 2) == 5  # the budget line
+    _shot(page, "key")
+
+    # a model whose first route fails: the stream falls back and completes; the route turns red
+    for _ in range(2):
+        play.select_option("#model", "m/flaky")
+        play.click("#send")
+        expect(play.locator("#stream-state")).to_have_text("completed", timeout=10_000)
+    console.go("/routes")
+    failing = page.locator('tr[data-route="emu/http-500"]')
+    expect(failing).to_have_attribute("data-health", "failing")
+    route = next(
+        r
+        for r in httpx.get(server.base_url + "/api/v1/routes", headers=MASTER).json()["data"]
+        if r["route"] == "emu/http-500"
+    )
+    assert route["error_rate"] == 1.0
+    expect(failing.locator(".badge")).to_have_text(route["state"])
+    assert (
+        page.evaluate("getComputedStyle(document.querySelector('tr[data-route=\"emu/http-500\"] td')).backgroundColor")
+        == "rgb(253, 236, 234)"
+    )
+    expect(page.locator('tr[data-route="emu/text"]').first).to_have_attribute("data-health", "ok")
+    expect(failing).to_contain_text("The server had an error")  # its last failure's upstream error
+    _shot(page, "routes")
+
+    # revoked after a confirmation; the key's next stream is refused
+    console.go(f"/keys/{key_id}")
+    page.click("#revoke")
+    expect(page.locator("#revoke-dialog")).to_be_visible()
+    page.click("#revoke-cancel")
+    expect(page.locator('#key-facts dd[data-fact="state"]')).to_have_text("active")
+    page.click("#revoke")
+    page.click("#revoke-confirm")
+    expect(page.locator('#key-facts dd[data-fact="state"]')).to_have_text("revoked")
+    expect(page.locator("#revoke")).to_be_disabled()
+    play.select_option("#model", "m/hello")
+    play.click("#send")
+    expect(play.locator("#stream-state")).to_contain_text("refused")
+    assert httpx.get(f"{server.base_url}/api/v1/keys/{key_id}", headers=MASTER).json()["revoked"] is True
+    assert console.problems() == [] and console.problems(play) == []
+
+
+def test_the_nav_is_keyboard_navigable_with_visible_focus(gateway: tuple[ServerProcess, str], browser: Browser) -> None:
+    server, ops = gateway
+    console = Console(browser, server, ops)
+    page = console.go("/overview")
+    links = page.locator("#nav a")
+    names = links.all_text_contents()
+    assert names[:4] == ["Overview", "Live log", "Logs", "Keys"]
+    outline = (
+        "(() => { const s = getComputedStyle(document.activeElement); return [s.outlineStyle, s.outlineWidth]; })()"
+    )
+    # the page's heading holds the focus after a page opens: back up through the nav to its first link
+    for _ in range(len(names) + 1):  # the log-out button, then each link
+        page.keyboard.press("Shift+Tab")
+    focused = [page.evaluate("document.activeElement.textContent")]
+    for _ in names[1:]:
+        style = page.evaluate(outline)
+        assert style[0] == "solid" and float(style[1].removesuffix("px")) >= 2, style  # the focus is seen
+        page.keyboard.press("Tab")
+        focused.append(page.evaluate("document.activeElement.textContent"))
+    assert focused == names  # Tab walks the nav in order
+    page.locator("#nav a", has_text="Keys").focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("main h2")).to_have_text("Keys")
+    assert page.url.endswith("#/keys")
+    expect(page.locator("#nav a", has_text="Keys")).to_have_attribute("aria-current", "page")
+    assert page.evaluate("document.activeElement.tagName") == "H2"  # the next Tab goes on in the page
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.closest('main') !== null")
+    assert console.problems() == []
+
+
+PAGES = [
+    ("overview", "/overview?window=hour&by=model", "Overview"),
+    ("log-page", "/log", "Live log"),
+    ("logs", "/logs", "Logs"),
+    ("keys", "/keys", "Keys"),
+    ("routes-page", "/routes", "Routes"),
+    ("audit", "/audit", "Audit"),
+    ("cache", "/cache", "Cache and agent sessions"),
+    ("playground-page", "/playground", "Playground"),
+]
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_every_page_fits_and_stays_within_the_csp(
+    gateway: tuple[ServerProcess, str], browser: Browser, width: int
+) -> None:
+    server, ops = gateway
+    console = Console(browser, server, ops, width)
+    page = console.page
+    for name, where, title in PAGES:
+        console.go(where)
+        expect(page.locator("main h2")).to_have_text(title)
+        if name == "overview":
+            expect(page.locator("#main [data-chart][data-drawn]")).to_have_count(5)
+        if name in (
+            ("overview", "logs", "cache", "audit") if width == 1280 else ("overview", "keys", "routes-page", "logs")
+        ):
+            _shot(page, name if width == 1280 else f"{name.removesuffix('-page')}-phone")
+        assert page.evaluate("document.documentElement.scrollWidth") <= width, where
+    assert console.problems() == []
+
+
+def test_the_overview_draws_real_charts_with_hover_values(gateway: tuple[ServerProcess, str], browser: Browser) -> None:
+    server, ops = gateway
+    console = Console(browser, server, ops)
+    page = console.go("/overview?window=hour&by=model")
+    chart = page.locator("#chart-requests[data-drawn]")
+    expect(chart.locator("canvas")).to_be_visible()
+    assert page.evaluate("document.querySelector('#chart-requests').uplot.data[0].length") == 60  # every minute
+    labels = page.locator("#chart-requests .u-legend .u-series th").all_text_contents()
+    assert {"m/hello", "m/think", "m/broken"} <= set(labels)
+    expect(page.locator('[data-tile="requests"] .tile-value')).not_to_have_text("0")
+    # the pointer over the newest bucket that has requests shows its values in the legend
+    where = """(() => {
+      const u = document.querySelector('#chart-requests').uplot;
+      const i = u.data[0].findLastIndex((t, j) => u.data.slice(1).some((s) => s[j] > 0));
+      return u.valToPos(u.data[0][i], 'x');
+    })()"""
+    box = chart.locator(".u-over").bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + 5, box["y"] + 5)
+    page.mouse.move(box["x"] + min(page.evaluate(where), box["width"] - 1), box["y"] + box["height"] / 2, steps=5)
+    values = chart.locator(".u-legend .u-value").all_text_contents()
+    assert values[0] != "–" and any(v not in ("–", "0") for v in values[1:]), values
+    page.click('button[data-window="month"]')
+    _until(page, "document.querySelector('#chart-requests')?.uplot?.data[0].length === 30")
+    expect(page.locator('button[data-window="month"]')).to_have_attribute("aria-pressed", "true")
+    page.select_option("#by", "none")
+    expect(page.locator("#chart-requests .u-legend")).to_contain_text("all")
+    assert console.problems() == []
+
+
+def test_the_logs_filter_and_page(gateway: tuple[ServerProcess, str], browser: Browser) -> None:
+    server, ops = gateway
+    console = Console(browser, server, ops)
+    page = console.go("/logs")
+    page.fill('#log-filter [name="model"]', "m/think")
+    page.click('#log-filter button[type="submit"]')
+    expect(page.locator("#logs-rows tr").first).to_be_visible()
+    models = page.locator("#logs-rows tr td:nth-child(2)").all_text_contents()
+    assert models and set(models) == {"m/think"}
+    page.select_option('#log-filter [name="status"]', "failed")
+    page.fill('#log-filter [name="model"]', "")
+    page.click('#log-filter button[type="submit"]')
+    expect(page.locator("#logs-rows tr").first).to_have_attribute("data-status", "failed")
+    assert set(page.locator("#logs-rows tr").evaluate_all("rows => rows.map(r => r.dataset.status)")) == {"failed"}
+    # keyset pages, newest first: two rows a page, the next page goes on where the first ended
+    # (the ops key's own: an admin key opens only its own generations' pages, GET /api/v1/generations/{id})
+    keys = httpx.get(server.base_url + "/api/v1/keys", headers=MASTER).json()["data"]
+    ops_id = next(k["id"] for k in keys if k["name"] == "ops")
+    console.go(f"/logs?key_id={ops_id}&limit=2")
+    first = page.locator("#logs-rows tr").evaluate_all("rows => rows.map(r => r.dataset.id)")
+    page.click("#next-page")
+    expect(page.locator("#first-page")).to_be_visible()
+    second = page.locator("#logs-rows tr").evaluate_all("rows => rows.map(r => r.dataset.id)")
+    listed = [
+        g["id"]
+        for g in httpx.get(f"{server.base_url}/api/v1/generations?key_id={ops_id}&limit=4", headers=MASTER).json()[
+            "data"
+        ]
+    ]
+    assert len(first) == 2 and first + second == listed
+    # a generation's page: the record, and the request and answer when the API kept them
+    page.locator("#logs-rows tr a").first.click()
+    expect(page.locator("#facts")).to_be_visible()
+    record = httpx.get(server.base_url + f"/api/v1/generations/{second[-1]}", headers=MASTER).json()
+    console.go(f"/gen/{second[-1]}")
+    expect(page.locator("#output")).to_have_text(record["output_text"])
+    if record.get("request_body") is not None:
+        expect(page.locator("#request-body")).to_contain_text('"hi"')
+    elif "request_body" in record:  # not kept for this key or model: the page says so
+        expect(page.locator("#no-bodies")).to_be_visible()
+    else:
+        expect(page.locator("#request-body, #no-bodies")).to_have_count(0)
+    _shot(page, "generation")
+    assert console.problems() == []
+
+
+def test_a_keys_limits_are_edited_in_the_page(gateway: tuple[ServerProcess, str], browser: Browser) -> None:
+    server, ops = gateway
+    made = httpx.post(server.base_url + "/api/v1/keys", json={"name": "edit-me", "credits": 2}, headers=MASTER).json()
+    console = Console(browser, server, ops)
+    page = console.go(f"/keys/{made['id']}")
+    page.click("#edit summary")
+    form = page.locator("#edit-key")
+    expect(form.locator('[name="credits"]')).to_have_value("2")
+    form.locator('[name="tpm"]').fill("5000")
+    form.locator('[name="concurrent"]').fill("3")
+    form.locator('[name="budget_period"]').select_option("daily")
+    form.locator('button[type="submit"]').click()
+    expect(page.locator('#key-facts dd[data-fact="limits"]')).to_have_text("5000 tpm, 3 concurrent")
+    expect(page.locator('#key-facts dd[data-fact="budget"]')).to_have_text("$2.00 daily")
+    key = httpx.get(server.base_url + f"/api/v1/keys/{made['id']}", headers=MASTER).json()
+    assert key["limits"] == {"rpm": None, "tpm": 5000, "concurrent": 3} and key["budget_period"] == "daily"
+    # a bad value is refused by the API, in the page, and changes nothing
+    page.click("#edit summary")
+    form.locator('[name="concurrent"]').fill("0")
+    form.locator('[name="concurrent"]').evaluate("input => input.removeAttribute('min')")
+    form.locator('button[type="submit"]').click()
+    expect(form.locator("[data-form-error]")).to_contain_text("concurrent")
+    assert httpx.get(server.base_url + f"/api/v1/keys/{made['id']}", headers=MASTER).json()["limits"]["concurrent"] == 3
+    assert console.problems() == []
