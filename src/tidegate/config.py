@@ -287,6 +287,15 @@ class Pricing(Struct, frozen=True, forbid_unknown_fields=True):
     ] = None
 
 
+class CacheSettings(Struct, frozen=True, forbid_unknown_fields=True):
+    """The exact response cache of a model or a key (docs/api-edges.md §18)."""
+
+    ttl_s: Annotated[float, doc("how long an entry is served, in seconds", gt=0, le=31_536_000)] = 3600.0
+    max_bytes: Annotated[
+        int, doc("an answer larger than this (its events, encoded) is not stored", ge=1, le=67_108_864)
+    ] = 1_048_576
+
+
 class Route(Struct, frozen=True, forbid_unknown_fields=True):
     provider: Annotated[str, doc("a `[providers.NAME]`")]
     model: Annotated[str, doc("the upstream's model id")]
@@ -387,6 +396,13 @@ class ModelConfig(Struct, frozen=True, forbid_unknown_fields=True):
         float,
         doc("`balanced`: the fastest of the candidates whose cost is within this % of the cheapest", ge=0),
     ] = 20.0
+    cache: Annotated[
+        CacheSettings | None,
+        doc(
+            "the exact response cache for this model: `{ ttl_s, max_bytes }` (below); a key's own `cache` "
+            "wins; unset: off ([api-edges.md](api-edges.md) §18)"
+        ),
+    ] = None
 
     @property
     def breaker(self) -> Breaker:
@@ -447,6 +463,7 @@ TABLES: dict[str, type[Struct]] = {
     'models."ID"': ModelConfig,
     'models."ID".pricing': Pricing,
     'models."ID".server_tools': ServerTool,
+    'models."ID".cache': CacheSettings,
     "mcp": McpConfig,
     "logging": LoggingConfig,
 }
@@ -455,6 +472,7 @@ __all__ = [
     "PROVIDER_KINDS",
     "REQUIRED_KEYS",
     "Breaker",
+    "CacheSettings",
     "Config",
     "McpConfig",
     "LoggingConfig",

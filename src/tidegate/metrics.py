@@ -72,6 +72,21 @@ LIMIT_REJECTIONS = Counter(
     ("reason",),
     registry=REGISTRY,
 )
+CACHE_REQUESTS = Counter(
+    "tidegate_cache_requests",
+    "Requests of models or keys with the response cache on, by result (hit, miss, bypass)",
+    ("model", "result"),
+    registry=REGISTRY,
+)
+CACHE_BYTES = Counter(
+    "tidegate_cache_bytes", "Bytes of cached answers (their events) served by hits", registry=REGISTRY
+)
+CACHE_SAVED_COST = Counter(
+    "tidegate_cache_saved_cost",
+    "USD the original answers cost, served again by cache hits",
+    ("model",),
+    registry=REGISTRY,
+)
 TTFT = Histogram(
     "tidegate_ttft_seconds",
     "Time from request to first token",

@@ -19,7 +19,8 @@ chunks, then a clean end of the body: no finish chunk, no [DONE]), overbill:n (t
 reports n completion tokens: a hostile or mistaken bill), echo-head (a debugging proxy's answer: the
 request's headers, the provider key among them, as the text of one delta, that frame written in two
 TCP writes split inside the key), mcp-agent (calls the tool the user
-names, then answers with its result: the gateway's MCP loop).
+names, then answers with its result: the gateway's MCP loop), cut (text ended with finish_reason
+`length`).
 
 Every request is recorded (body, headers, the data payloads sent, when the client connection closed)
 and counted per scenario; `GET /_stats` returns the same as JSON.
@@ -327,8 +328,10 @@ class OpenAIUpstream:
 
         usage_on = self._include_usage(rec)
         chunk = self._chunk
-        if scenario in ("text", "no-usage", "no-done", "headers-then-silence", "silence", "overbill"):
+        if scenario in ("text", "no-usage", "no-done", "headers-then-silence", "silence", "overbill", "cut"):
             payloads = self._text_chunks(rec, model)
+            if scenario == "cut":  # the text, ended by the output cap
+                payloads[-1] = self._chunk(rec, model, {}, "length")
             if scenario == "headers-then-silence":
                 if not await self._sleep(request, rec, arg if arg is not None else 30.0):
                     raise _Closed

@@ -30,6 +30,7 @@ from . import (
     shortcuts,
 )
 from .admin import audit, console, generations, stats
+from .admin import cache as cache_admin
 from .admin import keys as keys_admin
 from .admin import routes as routes_admin
 from .admin import sessions as sessions_admin
@@ -73,6 +74,8 @@ _ROUTES: list[tuple[str, re.Pattern[str], KeyedHandler]] = [
     ("GET", re.compile(r"^/api/v1/sessions$"), sessions_admin.list_sessions),
     ("GET", re.compile(r"^/api/v1/stats/series$"), stats.stats_series),
     ("GET", re.compile(r"^/api/v1/audit$"), audit.list_audit),
+    ("*", re.compile(r"^/api/v1/cache$"), cache_admin.purge),
+    ("GET", re.compile(r"^/api/v1/cache/stats$"), cache_admin.stats),
     # the keys admin API: one handler per path, which answers its methods (docs/api-operations.md §11)
     ("*", re.compile(r"^/api/v1/keys$"), keys_admin.keys_collection),
     ("*", re.compile(r"^/api/v1/keys/(?P<id>[0-9A-Za-z_]{1,64})$"), keys_admin.key_item),
@@ -272,6 +275,8 @@ class TidegateApp:
             try:
                 await self.state.store.prune(time.time() - self.config.store.retention_hours * 3600)
                 await self.state.console.prune(time.time(), self.config.logging.body_retention_s)
+                if self.state.cache is not None:  # expired cache entries (a hit deletes its own lazily)
+                    await self.state.cache.store.prune(time.time())
             except Exception:
                 log.warning("retention pruning failed", exc_info=True)
 

@@ -22,11 +22,13 @@ from .. import metrics
 from ..commit import Committed
 from ..errors import TidegateError, UpstreamError, UpstreamTimeout
 from ..events import Event, Failed, FailureCode, RawFrame, UsageReport
+from ..gateway.cache import CachePlan, CapturingBuilder, CapturingWriter, ResponseCache
 from ..gateway.generation import EmbeddingGeneration, ExistingGeneration, Generation
 from ..gateway.relay import KEEPALIVE
 from ..request import GenerationRequest
 from ..sse import encode_comment
 from ..store.base import ApiKey
+from ..store.cache import cache_store
 from . import access_log, body_log
 from .disconnect import DisconnectWatch
 from .hints import session_hints
@@ -179,7 +181,12 @@ async def serve_generation(req: Request, state: AppState, key: ApiKey, spec: Doo
     generation_id = req.generation_id
     spec.request.session = session_hints(spec.door, spec.body, req.header("user-agent"))
 
+    plan = await _cache_plan(req, state, key, spec)
+
     def start(idem: str | None, rhash: str | None) -> Awaitable[Generation]:
+        if plan is not None and plan.entry is not None:
+            args = (spec.door, key, spec.request, spec.model_type, idem, rhash)
+            return response_cache(state).start_hit(state.gateway, plan, generation_id, *args)
         return state.gateway.start(
             generation_id=generation_id,
             door=spec.door,
@@ -195,8 +202,12 @@ async def serve_generation(req: Request, state: AppState, key: ApiKey, spec: Doo
     if gen is None:
         return
     async with running(req, state, gen):
+        if plan is not None:
+            req.extra_headers = {**(req.extra_headers or {}), "x-cache": plan.result}
         if streaming:
             writer = spec.make_stream(gen)
+            if plan is not None and plan.entry is None:
+                writer = CapturingWriter(writer, plan)
             metrics.OPEN_STREAMS.inc()
             try:
                 await drive_stream(req, state, gen, writer, spec.stream_headers, spec.content_type)
@@ -206,12 +217,32 @@ async def serve_generation(req: Request, state: AppState, key: ApiKey, spec: Doo
             finally:
                 metrics.OPEN_STREAMS.dec()
         else:
+            builder = spec.make_json(gen)
+            if plan is not None and plan.entry is None:
+                builder = CapturingBuilder(builder, plan)
             try:
-                await drive_json(req, gen, spec.make_json(gen))
+                await drive_json(req, gen, builder)
             except Exception:
                 log.exception("generation %s: the JSON driver failed", gen.id)
                 await _end_broken(req, gen, None)
+    if plan is not None:
+        await response_cache(state).finish(plan, gen.record)
     await body_log.keep(state, key, gen.record, spec.body)  # off unless the key or model asks (body_log.py)
+
+
+def response_cache(state: AppState) -> ResponseCache:
+    if state.cache is None:
+        state.cache = ResponseCache(cache_store(state.store))
+    return state.cache
+
+
+async def _cache_plan(req: Request, state: AppState, key: ApiKey, spec: DoorSpec) -> CachePlan | None:
+    """The response cache's part (gateway/cache.py); None, without a store call, when it is off."""
+    model = state.config.models.get(spec.request.model)
+    if (model is None or model.cache is None) and not key.metadata.get("cache"):
+        return None
+    cache = response_cache(state)
+    return await cache.plan(model, key, spec.door, spec.request.model, spec.body, req.header("cache-control"))
 
 
 BROKEN = "the gateway failed to finish this answer"

@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 from ..config import Config
+from ..gateway.cache import ResponseCache
 from ..gateway.generation import Gateway
 from ..gateway.leases import Leases
 from ..keys import Authenticator
@@ -21,5 +22,6 @@ class AppState:
     auth: Authenticator
     leases: Leases
     console: ConsoleStore  # what the web console reads at scale (store/console.py)
+    cache: ResponseCache | None = None  # the response cache, made at its first use (server/door.py)
     ready: bool = False
     tasks: set[asyncio.Task[None]] = field(default_factory=set)

@@ -147,6 +147,9 @@ def usage_dict(u: Usage) -> dict[str, int | None]:
     }
 
 
+CACHE_HIT_REASON = "cache hit: the answer of generation "  # then the original's id (gateway/cache.py)
+
+
 @dataclass(slots=True)
 class GenerationRecord:
     id: str
@@ -205,7 +208,16 @@ class GenerationRecord:
             "agent_session": self.agent_session,
             "hints": self.hints,
             **({"mcp_calls": self.mcp_calls} if self.mcp_calls is not None else {}),
+            **({"cached_from": cached} if (cached := self.cached_from) is not None else {}),
         }
+
+    @property
+    def cached_from(self) -> dict[str, Any] | None:
+        """A cache hit's original (docs/api-edges.md §18): its generation id, which the hit's
+        `route_reason` names, and its usage, which the hit served again as its own."""
+        if self.provider != "cache" or not (self.route_reason or "").startswith(CACHE_HIT_REASON):
+            return None
+        return {"generation_id": (self.route_reason or "")[len(CACHE_HIT_REASON) :], "usage": asdict(self.usage)}
 
 
 @dataclass(frozen=True, slots=True)

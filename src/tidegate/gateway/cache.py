@@ -1,0 +1,296 @@
+"""The exact response cache (docs/api-edges.md §18): what an entry is keyed by, when an answer is
+stored, and a hit served as a generation of its own whose one route replays the stored events.
+
+An entry is keyed by the tenant (the key id), the door, the model and the request body without the
+fields that do not change the answer, as canonical JSON (sorted keys), hashed with sha256. It holds
+the answer's canonical events, so a hit is rendered by the door's own renderer (built frames, never
+an upstream's raw bytes), with the events back to back. Only a complete answer is stored: the
+record completed, no failure, not cut by a length limit, within `max_bytes`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import orjson
+
+from .. import metrics
+from ..config import CacheSettings, ModelConfig, Route
+from ..events import Event, Failed, Finished, RawFrame, Started, TextDelta
+from ..request import GenerationRequest
+from ..store.base import CACHE_HIT_REASON, ApiKey, GenerationRecord, usage_dict
+from ..store.cache import CacheEntry, CacheStore, counts_of
+from .cancel import CancelSignal
+from .eventlog import decode_event, encode_event
+from .generation import Gateway, Generation
+from .relay import Relay, RelaySettings
+
+log = logging.getLogger("tidegate.cache")
+
+PROVIDER = "cache"
+DOORS = frozenset(("chat", "responses", "native", "messages", "gemini"))
+# request fields that never change the answer: streaming, and hints about who asks
+EXCLUDED = frozenset(
+    ("stream", "stream_options", "user", "metadata", "prompt_cache_key", "client_metadata", "safety_identifier")
+)
+CUT = frozenset(("length", "max_tokens", "incomplete"))
+
+
+def entry_key(tenant: str, door: str, model: str, body: Any) -> str:
+    fields = {k: v for k, v in body.items() if k not in EXCLUDED} if isinstance(body, dict) else body
+    canonical = orjson.dumps([tenant, door, model, fields], option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(canonical).hexdigest()
+
+
+def settings_for(model: ModelConfig | None, key: ApiKey) -> CacheSettings | None:
+    """The key's own setting wins over the model's (docs/api-edges.md §18); None: off."""
+    own = key.metadata.get("cache") if key.metadata else None
+    if isinstance(own, dict):
+        if own.get("off"):
+            return None
+        return CacheSettings(float(own.get("ttl_s", 3600.0)), int(own.get("max_bytes", 1_048_576)))
+    return model.cache if model is not None else None
+
+
+def directives(cache_control: str | None) -> tuple[bool, bool]:
+    """(no-cache, no-store) of a request's Cache-Control."""
+    if not cache_control:
+        return False, False
+    parts = {p.strip().split("=")[0].lower() for p in cache_control.split(",")}
+    return "no-cache" in parts, "no-store" in parts
+
+
+@dataclass(slots=True)
+class CachePlan:
+    """One request's dealings with the cache, decided before its generation starts."""
+
+    settings: CacheSettings
+    entry_key: str
+    model: str
+    key_id: str
+    door: str
+    store_answer: bool
+    result: str = "miss"  # hit | miss | bypass (X-Cache)
+    entry: CacheEntry | None = None
+    events: list[Event] = field(default_factory=list)  # the answer's events, captured on a miss
+
+    def capture(self, event: Event) -> None:
+        if type(event) is not RawFrame:  # a passthrough's bytes come as canonical events too
+            self.events.append(event)
+
+
+class _Replay:
+    """The stored events as one upstream read."""
+
+    __slots__ = ("events",)
+
+    def __init__(self, events: list[Event]) -> None:
+        self.events: list[Event] | None = events
+
+    async def read(self) -> list[Event] | None:
+        events, self.events = self.events, None
+        return events
+
+    async def aclose(self) -> None:
+        self.events = None
+
+
+class CacheProvider:
+    """The one route of a hit: a provider named `cache` answering with the entry's events."""
+
+    name = PROVIDER
+    kind = PROVIDER
+
+    def __init__(self, events: list[Event]) -> None:
+        self.events = events
+
+    async def open_chat(self, request: GenerationRequest, served_model: str) -> _Replay:
+        return _Replay(self.events)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _stored_events(events: list[Event]) -> list[Event]:
+    """The events as stored: runs of text deltas of one choice joined (what was said, not how it came)."""
+    out: list[Event] = []
+    for event in events:
+        last = out[-1] if out else None
+        if (
+            isinstance(event, TextDelta)
+            and isinstance(last, TextDelta)
+            and replace(last, text="") == replace(event, text="")
+        ):
+            out[-1] = replace(last, text=last.text + event.text)
+        else:
+            out.append(event)
+    return out
+
+
+def decode_events(data: bytes) -> list[Event]:
+    events = [decode_event(line) for line in data.split(b"\n") if line]
+    return [replace(e, provider=PROVIDER) if isinstance(e, Started) else e for e in events]
+
+
+class ResponseCache:
+    def __init__(self, store: CacheStore) -> None:
+        self.store = store
+
+    async def plan(
+        self, model: ModelConfig | None, key: ApiKey, door: str, public_model: str, body: Any, cache_control: str | None
+    ) -> CachePlan | None:
+        """None when the cache is off for this model and key (nothing else is done, nothing counted)."""
+        settings = settings_for(model, key) if door in DOORS else None
+        if settings is None:
+            return None
+        no_cache, no_store = directives(cache_control)
+        ekey = entry_key(key.id, door, public_model, body)
+        plan = CachePlan(settings, ekey, public_model, key.id, door, store_answer=not no_store)
+        if no_cache:
+            plan.result = "bypass"
+            return plan
+        try:
+            plan.entry = await self.store.get(ekey, time.time())
+        except Exception:  # the cache is an optimisation: a store failure is a miss
+            log.warning("cache lookup failed", exc_info=True)
+        if plan.entry is not None:
+            plan.result = "hit"
+        return plan
+
+    async def start_hit(
+        self,
+        gateway: Gateway,
+        plan: CachePlan,
+        generation_id: str,
+        door: str,
+        key: ApiKey,
+        request: GenerationRequest,
+        model_type: str,
+        idempotency_key: str | None,
+        request_hash: str | None,
+    ) -> Generation:
+        """A hit's generation: admitted like any (limits, a 429), recorded, its one route the entry."""
+        entry = plan.entry
+        assert entry is not None
+        model = gateway.router.model(request.model, model_type)
+        ticket = await gateway.admission.admit(key, model, request.model, generation_id, request)
+        reason = CACHE_HIT_REASON + entry.generation_id
+        recorder = await gateway._begin(
+            generation_id,
+            door,
+            key,
+            model,
+            request.model,
+            request.messages,
+            idempotency_key,
+            request_hash,
+            ticket,
+            reason,
+            request.session,
+        )
+        recorder.pricing = None  # a hit costs nothing
+        server = gateway.config.server
+        settings = RelaySettings(streaming=request.stream, keepalive_s=server.keepalive_s)
+        served = str(entry.usage.get("served_model") or request.model)
+        cancel = CancelSignal()
+        relay = Relay(
+            request, [(CacheProvider(decode_events(entry.events)), Route(PROVIDER, served))], settings, cancel
+        )
+        gen = Generation(
+            id=generation_id,
+            key=key,
+            request=request,
+            model=model,
+            recorder=recorder,
+            relay=relay,
+            cancel=cancel,
+            created=int(recorder.record.created_at),
+        )
+        gateway.running[gen.id] = gen
+        metrics.RUNNING.inc()
+        return gen
+
+    async def finish(self, plan: CachePlan, record: GenerationRecord) -> None:
+        """After the answer: count the request, and store a miss's complete answer."""
+        entry = plan.entry
+        size = len(entry.events) if entry is not None else 0
+        saved = entry.cost if entry is not None else 0.0
+        metrics.CACHE_REQUESTS.labels(plan.model, plan.result).inc()
+        if plan.result == "hit":
+            metrics.CACHE_BYTES.inc(size)
+            metrics.CACHE_SAVED_COST.labels(plan.model).inc(saved)
+        try:
+            await self.store.count(plan.model, plan.key_id, counts_of(plan.result, size, saved), time.time())
+            if plan.result != "hit" and plan.store_answer:
+                await self._store(plan, record)
+        except Exception:
+            log.warning("cache write for generation %s failed", record.id, exc_info=True)
+
+    async def _store(self, plan: CachePlan, record: GenerationRecord) -> None:
+        events = plan.events
+        if record.status != "completed" or record.provider == PROVIDER or not events:
+            return
+        if any(type(e) is Failed for e in events) or any(type(e) is Finished and e.reason in CUT for e in events):
+            return
+        if record.finish_reason in CUT:
+            return
+        data = b"\n".join(encode_event(e) for e in _stored_events(events))
+        if len(data) > plan.settings.max_bytes:
+            return
+        now = time.time()
+        usage: dict[str, Any] = {**usage_dict(record.usage), "served_model": record.served_model}
+        entry = CacheEntry(
+            plan.entry_key,
+            plan.key_id,
+            plan.model,
+            plan.door,
+            now,
+            now + plan.settings.ttl_s,
+            record.id,
+            usage,
+            record.cost,
+            data,
+        )
+        await self.store.put(entry)
+
+
+class CapturingWriter:
+    """A miss's stream writer: each event rendered is also kept for the entry (a list append; only
+    generations with the cache on are wrapped)."""
+
+    def __init__(self, writer: Any, plan: CachePlan) -> None:
+        self.writer = writer
+        self.one_frame_per_event: bool = writer.one_frame_per_event
+        self.comment_keepalives: bool = getattr(writer, "comment_keepalives", True)
+        self._capture = plan.capture
+        self._event = writer.event
+        self.begin, self.keepalive_tick, self.finish, self.fail = (
+            writer.begin,
+            writer.keepalive_tick,
+            writer.finish,
+            writer.fail,
+        )
+
+    def event(self, event: Event) -> Any:
+        self._capture(event)
+        return self._event(event)
+
+
+class CapturingBuilder:
+    """A miss's JSON builder: each event added is also kept (a new route forgets them with the builder's)."""
+
+    def __init__(self, builder: Any, plan: CachePlan) -> None:
+        self.builder, self.plan = builder, plan
+        self.build = builder.build
+
+    def reset(self) -> None:
+        self.plan.events.clear()
+        self.builder.reset()
+
+    def add(self, event: Event) -> None:
+        self.plan.capture(event)
+        self.builder.add(event)
