@@ -6,8 +6,8 @@ reached but loopback. The upstreams are the emulators: an OpenAI-compatible chat
 whose model (scenario `read_file`) calls Gemini CLI's `read_file` tool on the file the prompt names and
 then answers with the line the CLI read for it, a Gemini route (passthrough) scripted the same way
 in Gemini's wire format (scenario `readfile`: a functionCall part, then text after the functionResponse),
-and an Anthropic route (translated) scripted the same way in Messages SSE (scenario `readfile`: a
-tool_use block, then text after the tool_result).
+and Anthropic, Bedrock and Vertex routes (translated) scripted the same way in the Messages API's
+events (scenario `readfile`: a tool_use block, then text after the tool_result).
 
 The package is installed by `make install` (`npm ci` in tests/coding_agents); when it is missing the
 tests install it the same way. Without node and npm they skip, saying so.
@@ -75,8 +75,24 @@ routes = [{{ provider = "chat", model = "text" }}]
 routes = [{{ provider = "chat", model = "read_file" }}]
 [models."gc-gemini"]
 routes = [{{ provider = "gemini", model = "gemini-2.5-flash--readfile" }}]
+[providers.bedrock]
+kind = "bedrock"
+region = "{claude.region}"
+endpoint_url = "{claude.base_url}"
+[providers.vertex]
+kind = "vertex"
+region = "us-east5"
+project = "{claude.vertex_project}"
+base_url = "{claude.base_url}/v1"
+access_token_env = "EMU_VERTEX_TOKEN"
 [models."gc-claude"]
 routes = [{{ provider = "claude", model = "claude-emu--readfile" }}]
+pricing = {{ prompt = 3.0, completion = 15.0 }}
+[models."gc-bedrock"]
+routes = [{{ provider = "bedrock", model = "anthropic.claude-emu--readfile" }}]
+pricing = {{ prompt = 3.0, completion = 15.0 }}
+[models."gc-vertex"]
+routes = [{{ provider = "vertex", model = "claude-emu--readfile" }}]
 pricing = {{ prompt = 3.0, completion = 15.0 }}
 [models."gc-breaks"]
 routes = [{{ provider = "chat", model = "error-mid" }}]
@@ -97,7 +113,18 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     chat, claude = AgentOpenAIUpstream().start(), AnthropicFamilyEmulator().start()
     with GeminiEmulator() as gemini:
         workdir = tmp_path_factory.mktemp("gemini-cli")
-        env = {"EMU_GEMINI_KEY": gemini.api_key, "EMU_ANTHROPIC_KEY": claude.api_key}
+        assert claude.aws.token is not None
+        env = {
+            "EMU_GEMINI_KEY": gemini.api_key,
+            "EMU_ANTHROPIC_KEY": claude.api_key,
+            "EMU_VERTEX_TOKEN": claude.vertex_token,
+            "AWS_ACCESS_KEY_ID": claude.aws.access_key,
+            "AWS_SECRET_ACCESS_KEY": claude.aws.secret_key,
+            "AWS_SESSION_TOKEN": claude.aws.token,
+            "AWS_CONFIG_FILE": str(workdir / "no-aws-config"),
+            "AWS_SHARED_CREDENTIALS_FILE": str(workdir / "no-aws-credentials"),
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
         server = start_server(workdir, gateway_config(workdir, chat, gemini, claude), extra_env=env)
         yield Stack(server, chat, gemini, claude)
         server.stop()
@@ -160,7 +187,10 @@ def test_gemini_cli_answers_a_prompt(stack: Stack, tmp_path: Path) -> None:
     assert record["usage"]["prompt_tokens"] > 0 and record["usage"]["completion_tokens"] > 0
 
 
-@pytest.mark.parametrize("model", ["gc-chat", "gc-gemini", "gc-claude"])
+CLAUDE_HOSTS = {"gc-claude": "anthropic", "gc-bedrock": "bedrock", "gc-vertex": "vertex"}
+
+
+@pytest.mark.parametrize("model", ["gc-chat", "gc-gemini", "gc-claude", "gc-bedrock", "gc-vertex"])
 def test_gemini_cli_reads_a_file_and_answers(stack: Stack, model: str, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
@@ -174,8 +204,9 @@ def test_gemini_cli_reads_a_file_and_answers(stack: Stack, model: str, tmp_path:
         assert "read_file" in [t["function"]["name"] for t in call["tools"]]
         (result,) = [m for m in answer["messages"] if m["role"] == "tool"]
         assert READ_MARKER in json.loads(result["content"])["output"]
-    elif model == "gc-claude":  # translated: the call a tool_use block, what the CLI read its tool_result
-        call, answer = [r.body for r in stack.claude.requests if r.scenario == "readfile"]
+    elif model in CLAUDE_HOSTS:  # translated: the call a tool_use block, what the CLI read its tool_result
+        dialect = CLAUDE_HOSTS[model]  # (Bedrock's eventstream and Vertex's rawPredict alike)
+        call, answer = [r.body for r in stack.claude.requests if r.scenario == "readfile" and r.dialect == dialect]
         assert "read_file" in [t["name"] for t in call["tools"]]
         (result,) = [b for b in answer["messages"][-1]["content"] if b["type"] == "tool_result"]
         assert READ_MARKER in str(result["content"])
@@ -189,7 +220,7 @@ def test_gemini_cli_reads_a_file_and_answers(stack: Stack, model: str, tmp_path:
     assert len(records) == 2 and all(r["status"] == "completed" for r in records), records
     assert all(r["usage"]["prompt_tokens"] > 0 and r["usage"]["completion_tokens"] > 0 for r in records)
     assert sorted(r["output_text"] for r in records) == ["", f"Tool said: {READ_MARKER}"]
-    if model == "gc-claude":
+    if model in CLAUDE_HOSTS:
         assert all(r["cost"] > 0 for r in records), records
 
 
