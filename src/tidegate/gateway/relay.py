@@ -40,6 +40,7 @@ from ..providers.fidelity import dropped_tools, refusal_message, refused_field
 from ..providers.http_client import OPEN_PROGRESS, OpenProgress
 from ..providers.kinds import GEMINI_AS_SENT, KINDS
 from ..request import GenerationRequest
+from .attempt import Attempt
 from .cancel import CANCELLED, MIN_WAIT_S, TIMED_OUT, CancelSignal, UpstreamClock
 from .fallback import ANSWER_NOW, END_STREAM, after_failure, answer_now, final_error
 from .health import Health, route_key
@@ -210,188 +211,190 @@ class Relay:
             self.health.failed(attempt[0], attempt[1], retry_after)
             self._attempt = None
 
-    async def _try_route(self, provider: ChatProvider, route: Route) -> AsyncGenerator[RelayItem, None]:
-        loop = asyncio.get_running_loop()
-        idle = self.settings.idle_timeout_for(provider.name)
-        keepalive = self.settings.keepalive_s if self.settings.streaming else math.inf
-        stream: UpstreamStream | None = None
-        # A stream may owe keep-alives before the upstream even answers, so its open runs as a task
-        # that a keep-alive tick leaves running (started in place: opening.py); a JSON request waits
-        # on the open in place.
+    def _attempt_for(self, provider: ChatProvider, route: Route) -> Attempt:
+        """Start the route's attempt: a stream's open as its own task (a keep-alive may be owed before
+        the upstream answers), a JSON request's left to be awaited in place."""
         opening: UpstreamOpen[UpstreamStream] | None = None
-        progress = OpenProgress()  # the open's task sees it (its context): waiting for a connection?
+        progress = OpenProgress()
         if self.settings.streaming:
             token = OPEN_PROGRESS.set(progress)
             try:
                 opening = UpstreamOpen(provider.open_chat(self.request, route.model))
             finally:
                 OPEN_PROGRESS.reset(token)
-        last_data = loop.time()  # upstream bytes only: keep-alives never move it
-        last_keepalive = last_data
-        idle_checked = False
-        finished = False
-        clock = UpstreamClock(self.cancel)
+        idle = self.settings.idle_timeout_for(provider.name)
+        keepalive = self.settings.keepalive_s if self.settings.streaming else math.inf
+        now = asyncio.get_running_loop().time()
+        attempt = Attempt(
+            provider, route.model, idle, keepalive, UpstreamClock(self.cancel), progress, opening, now, now
+        )
         self._direct_data_at = -math.inf
-        self._clock, self._direct_span = clock, (idle if idle < keepalive else keepalive)
+        self._clock, self._direct_span = attempt.clock, (idle if idle < keepalive else keepalive)
+        return attempt
+
+    async def _try_route(self, provider: ChatProvider, route: Route) -> AsyncGenerator[RelayItem, None]:
+        """One route: wait for the upstream's next step (its open, then each read) under the nearest
+        deadline, and hand out what it means. An attempt that ends closes its upstream before its
+        last item is handed out (a consumer that stops reading must not keep the connection)."""
+        a = self._attempt_for(provider, route)
         try:
             while True:
-                if self._direct_data_at > last_data:  # batches the direct delivery took moved it on
-                    last_data = self._direct_data_at
-                idle_deadline = last_data + idle  # (conditionals, not min/max: this runs once per chunk)
-                ka_deadline = (last_data if last_data > last_keepalive else last_keepalive) + keepalive
+                idle_deadline, ka_deadline = a.deadlines(self._direct_data_at)
                 step: Awaitable[Any]
-                if stream is not None:
-                    step = stream.read()
-                elif opening is not None:
-                    step = opening.wait()
+                if a.stream is not None:
+                    step = a.stream.read()
+                elif a.opening is not None:
+                    step = a.opening.wait()
                 else:
                     step = provider.open_chat(self.request, route.model)
                 try:
-                    outcome: Any = await clock.wait(step, idle_deadline if idle_deadline < ka_deadline else ka_deadline)
-                    if stream is None and opening is not None and opening.done() and not self.cancel.is_set():
-                        outcome = opening.future.result()  # the open's own failure raises here
-                except ProviderFailure as exc:
-                    failure = Failed(
-                        "upstream_timeout" if exc.code == "upstream_timeout" else "upstream_error",
-                        exc.message,
-                        provider.name,
-                        exc.retriable,
-                        exc.status,
+                    outcome: Any = await a.clock.wait(
+                        step, idle_deadline if idle_deadline < ka_deadline else ka_deadline
                     )
-                    if failed := self._fail(provider.name, failure, exc.code, exc.retry_after):
-                        await self._close(stream, opening)
-                        yield failed
-                    return
+                    if a.stream is None and a.opening is not None and a.opening.done() and not self.cancel.is_set():
+                        outcome = a.opening.future.result()  # the open's own failure raises here
                 except (asyncio.CancelledError, GeneratorExit):
                     raise
                 except Exception as exc:
-                    failure = Failed("upstream_error", f"{type(exc).__name__} from provider", provider.name)
-                    if failed := self._fail(provider.name, failure, "upstream_error", None):
-                        await self._close(stream, opening)
-                        yield failed
+                    items, over = self._upstream_raised(a, exc), True
+                else:
+                    if outcome is CANCELLED or self.cancel.is_set():
+                        items, over = [self._cancelled(a, outcome)], True  # raises before the commit point
+                    elif outcome is TIMED_OUT:
+                        items, over = self._timed_out(a)
+                    elif a.stream is None:
+                        self._opened(a, outcome)
+                        continue
+                    else:
+                        items, over = self._read(a, outcome)
+                    del outcome  # not kept alive while the next read waits (memory per stream)
+                if over:
+                    ending = items.pop() if items else None
+                    for item in items:
+                        yield item
+                    await self._close(a.stream, a.opening)
+                    if ending is not None:
+                        yield ending
                     return
-                if outcome is CANCELLED or self.cancel.is_set():
-                    if stream is None and opening is None and outcome is not CANCELLED and outcome is not TIMED_OUT:
-                        stream = outcome  # opened just as the cancel came: closed below
-                    if self.committed:
-                        self._route_done = True
-                        await self._close(stream, opening)
-                        yield [cancel_failure(self.cancel.code, provider.name)]
-                        return
-                    raise cancel_error(self.cancel.code)
-                if outcome is TIMED_OUT:
-                    if self._direct_data_at > last_data:  # the deadlines moved on while it waited
-                        last_data = self._direct_data_at
-                        idle_deadline = last_data + idle
-                        ka_deadline = (last_data if last_data > last_keepalive else last_keepalive) + keepalive
-                    now = loop.time()
-                    due = now + MIN_WAIT_S  # the clock may fire up to MIN_WAIT_S before a deadline
-                    # An open awaited in place (JSON requests) was cancelled with the wait: waiting
-                    # again would send the upstream request a second time, so its deadline is final.
-                    in_place_open = stream is None and opening is None
-                    if not in_place_open and due < idle_deadline and due < ka_deadline:
-                        continue
-                    if not in_place_open and due >= idle_deadline and not idle_checked:
-                        # The loop may have been busy past the deadline with the upstream's bytes
-                        # already on the socket (timers run before I/O): look once more first.
-                        idle_checked = True
-                        continue
-                    if in_place_open or due >= idle_deadline:
-                        failure = Failed(
-                            "upstream_timeout",
-                            f"no data from the upstream for {idle:g} s",
-                            provider.name,
-                        )
-                        if failed := self._fail(provider.name, failure, "upstream_timeout", None):
-                            await self._close(stream, opening)
-                            yield failed
-                        return
-                    if progress.waiting_for_connection:  # not started: no keep-alive commits it
-                        last_keepalive = now
-                        continue
-                    if not self.committed:
-                        self.committed = True
-                        self.provider = provider.name
-                        self.served_model = route.model
-                        self._report_commit()
-                        yield Committed(
-                            provider.name,
-                            route.model,
-                            self.attempts,
-                            tuple(self.failures),
-                            self.settings.regions.get(provider.name),
-                            dropped_tools(
-                                self.request, getattr(provider, "responses", False), provider.kind in GEMINI_AS_SENT
-                            ),
-                        )
-                    last_keepalive = now
-                    yield KEEPALIVE
-                    continue
-                last_data = loop.time()
-                idle_checked = False
-                if stream is None:
-                    stream, opening = outcome, None  # the finished open task is not kept for the stream's life
-                    self.accepted = self.route_index
-                    self._stream = stream
-                    continue
-                batch = outcome
-                if batch is None:
-                    if finished:
-                        self._route_done = True
-                        return
-                    failure = Failed(
-                        "upstream_error",
-                        "the upstream ended the stream without its terminal event",
-                        provider.name,
-                    )
-                    if failed := self._fail(provider.name, failure, "upstream_error", None):
-                        yield failed
-                    return
-                assert isinstance(batch, list)
-                if not batch:  # bytes arrived that carried no event (ping, comment)
-                    continue
-                if not self.committed:
-                    # The commit point: the first upstream event. An in-band error that arrives
-                    # before anything was written to the client still moves to the next route.
-                    early_failure = next((e for e in batch if isinstance(e, Failed)), None)
-                    if early_failure is not None:
-                        if failed := self._fail(provider.name, early_failure, early_failure.code, None):
-                            yield failed
-                        return
-                    started = next((e for e in batch if isinstance(e, Started)), None)
-                    self.committed = True
-                    self.provider = provider.name
-                    self.served_model = started.served_model if started else route.model
-                    self._report_commit()
-                    yield Committed(
-                        provider.name,
-                        self.served_model,
-                        self.attempts,
-                        tuple(self.failures),
-                        self.settings.regions.get(provider.name),
-                        dropped_tools(
-                            self.request, getattr(provider, "responses", False), provider.kind in GEMINI_AS_SENT
-                        ),
-                    )
-                for i, event in enumerate(batch):
-                    if isinstance(event, Failed):
-                        self._route_done = True
-                        metrics.UPSTREAM_FAILURES.labels(provider.name, event.code).inc()
-                        if not event.provider or event.retriable_before_commit:
-                            event = Failed(
-                                event.code, event.message, event.provider or provider.name, False, event.status
-                            )
-                        await self._close(stream, opening)
-                        yield [*batch[:i], event]
-                        return
-                    if isinstance(event, Finished):
-                        finished = True
-                yield batch
-                del outcome, batch, event  # not kept alive while the next read waits (memory per stream)
+                for item in items:
+                    yield item
+                del items
         finally:
             self._stream = self._clock = None
-            clock.close()
-            await self._close(stream, opening)
+            a.clock.close()
+            await self._close(a.stream, a.opening)
+
+    def _upstream_raised(self, a: Attempt, exc: Exception) -> list[RelayItem]:
+        """The open or a read failed: the route's failure (none to hand out before the commit point)."""
+        if isinstance(exc, ProviderFailure):
+            failure = Failed(
+                "upstream_timeout" if exc.code == "upstream_timeout" else "upstream_error",
+                exc.message,
+                a.provider.name,
+                exc.retriable,
+                exc.status,
+            )
+            failed = self._fail(a.provider.name, failure, exc.code, exc.retry_after)
+        else:
+            failure = Failed("upstream_error", f"{type(exc).__name__} from provider", a.provider.name)
+            failed = self._fail(a.provider.name, failure, "upstream_error", None)
+        return [failed] if failed else []
+
+    def _cancelled(self, a: Attempt, outcome: Any) -> RelayItem:
+        """The cancel signal: after the commit point the stream's cancel ending, before it an error."""
+        if a.stream is None and a.opening is None and outcome is not CANCELLED and outcome is not TIMED_OUT:
+            a.stream = outcome  # opened just as the cancel came: closed with the attempt
+        if not self.committed:
+            raise cancel_error(self.cancel.code)
+        self._route_done = True
+        return [cancel_failure(self.cancel.code, a.provider.name)]
+
+    def _timed_out(self, a: Attempt) -> tuple[list[RelayItem], bool]:
+        """A deadline passed: wait on, owe a keep-alive (committing the stream if it is the first
+        byte), or end the route idle. (items, whether the attempt is over)"""
+        idle_deadline, ka_deadline = a.deadlines(self._direct_data_at)  # the direct delivery may have moved them
+        now = asyncio.get_running_loop().time()
+        due = now + MIN_WAIT_S  # the clock may fire up to MIN_WAIT_S before a deadline
+        in_place = a.opens_in_place
+        if not in_place and due < idle_deadline and due < ka_deadline:
+            return [], False
+        if not in_place and due >= idle_deadline and not a.idle_checked:
+            # The loop may have been busy past the deadline with the upstream's bytes already on
+            # the socket (timers run before I/O): look once more first.
+            a.idle_checked = True
+            return [], False
+        if in_place or due >= idle_deadline:
+            failure = Failed("upstream_timeout", f"no data from the upstream for {a.idle:g} s", a.provider.name)
+            failed = self._fail(a.provider.name, failure, "upstream_timeout", None)
+            return ([failed] if failed else []), True
+        a.last_keepalive = now
+        if a.progress.waiting_for_connection:  # not started: no keep-alive commits it
+            return [], False
+        if self.committed:
+            return [KEEPALIVE], False
+        return [self._commit(a, a.route_model), KEEPALIVE], False
+
+    def _opened(self, a: Attempt, stream: UpstreamStream) -> None:
+        a.last_data = asyncio.get_running_loop().time()
+        a.idle_checked = False
+        a.stream, a.opening = stream, None  # the finished open task is not kept for the stream's life
+        self.accepted = self.route_index
+        self._stream = stream
+
+    def _read(self, a: Attempt, batch: list[Event] | None) -> tuple[list[RelayItem], bool]:
+        """One upstream read's events: the commit point on the first, the stream's end or failure on
+        the last. (items, whether the attempt is over)"""
+        a.last_data = asyncio.get_running_loop().time()
+        a.idle_checked = False
+        name = a.provider.name
+        if batch is None:
+            if a.finished:
+                self._route_done = True
+                return [], True
+            failure = Failed("upstream_error", "the upstream ended the stream without its terminal event", name)
+            failed = self._fail(name, failure, "upstream_error", None)
+            return ([failed] if failed else []), True
+        if not batch:  # bytes arrived that carried no event (ping, comment)
+            return [], False
+        items: list[RelayItem] = []
+        if not self.committed:
+            # The commit point: the first upstream event. An in-band error that arrives before
+            # anything was written to the client still moves to the next route.
+            early_failure = next((e for e in batch if isinstance(e, Failed)), None)
+            if early_failure is not None:
+                failed = self._fail(name, early_failure, early_failure.code, None)
+                return ([failed] if failed else []), True
+            started = next((e for e in batch if isinstance(e, Started)), None)
+            items.append(self._commit(a, started.served_model if started else a.route_model))
+        for i, event in enumerate(batch):
+            if isinstance(event, Failed):
+                self._route_done = True
+                metrics.UPSTREAM_FAILURES.labels(name, event.code).inc()
+                if not event.provider or event.retriable_before_commit:
+                    event = Failed(event.code, event.message, event.provider or name, False, event.status)
+                items.append([*batch[:i], event])
+                return items, True
+            if isinstance(event, Finished):
+                a.finished = True
+        items.append(batch)
+        return items, False
+
+    def _commit(self, a: Attempt, served_model: str) -> Committed:
+        """The commit point: this route serves the generation, whatever follows."""
+        provider = a.provider
+        self.committed = True
+        self.provider = provider.name
+        self.served_model = served_model
+        self._report_commit()
+        dropped = dropped_tools(self.request, getattr(provider, "responses", False), provider.kind in GEMINI_AS_SENT)
+        return Committed(
+            provider.name,
+            served_model,
+            self.attempts,
+            tuple(self.failures),
+            self.settings.regions.get(provider.name),
+            dropped,
+        )
 
     def attach(self, handler: Callable[[list[Event]], bool]) -> bool:
         """Direct delivery, after the commit point: the route's upstream stream hands each batch to
