@@ -399,7 +399,7 @@ class ModelConfig(Struct, frozen=True, forbid_unknown_fields=True):
     cache: Annotated[
         CacheSettings | None,
         doc(
-            "the exact response cache for this model: `{ ttl_s, max_bytes }` (below); a key's own `cache` "
+            "the exact response cache for this model: `{ ttl_s, max_bytes }` (below); a key's `metadata.cache` "
             "wins; unset: off ([api-edges.md](api-edges.md) §18)"
         ),
     ] = None

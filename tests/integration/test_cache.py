@@ -136,6 +136,15 @@ def test_a_model_without_cache_has_no_x_cache(gateway: ServerProcess) -> None:
     assert resp.status_code == 200 and "x-cache" not in resp.headers
 
 
+def test_a_keys_own_setting_wins_over_the_models(gateway: ServerProcess, emu: OpenAIUpstream) -> None:
+    on = _key(gateway, metadata={"cache": {"ttl_s": 60, "max_bytes": 65536}})
+    off = _key(gateway, metadata={"cache": {"off": True}})
+    plain = {**ASK, "model": "plain"}
+    assert [_post(gateway, on, plain).headers["x-cache"] for _ in range(2)] == ["miss", "hit"]
+    assert ["x-cache" in _post(gateway, off, ASK).headers for _ in range(2)] == [False, False]
+    assert len(emu.requests) == 3
+
+
 @pytest.mark.parametrize("model", ["cut", "broken", "failing"])
 def test_errors_failures_and_cut_answers_are_not_stored(
     gateway: ServerProcess, emu: OpenAIUpstream, model: str
