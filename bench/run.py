@@ -25,6 +25,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import deployed as dp
+import doors
 import gateways as gw
 import orjson
 import pyspy
@@ -35,7 +36,7 @@ from procstat import core_shares, core_ticks
 # every scenario, in the order a run takes them; DEFAULT is `make bench` (issue 52's budgets)
 ALL = (
     "capacity", "ttft", "burst", "gaps", "throughput", "newstreams", "cost", "pace", "complete",
-    "deployed", "store", "scale", "rss",
+    "deployed", "store", "scale", "rss", "doors",
 )  # fmt: skip
 DEFAULT = ("capacity", "ttft", "burst", "gaps", "throughput", "newstreams", "cost", "deployed", "rss")
 MAIN = ("capacity", "ttft", "burst", "gaps", "throughput", "newstreams", "cost", "pace", "complete")
@@ -271,6 +272,8 @@ class Bench:
                 self.main_rows += getattr(module, name)(self.ctx(targets))
         elif name == "deployed":
             self.extra_rows += self.deployed(targets)
+        elif name == "doors":
+            self.extra_rows += doors.doors(self.ctx(targets))
         elif name == "rss":
             rss_ctx = self.ctx([t for t in targets if t.name == "direct"])
             self.extra_rows += dp.rss(rss_ctx, self.workdir, self.emu.url, SHAPES, self.gw_cores)
