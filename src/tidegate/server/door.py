@@ -267,35 +267,29 @@ async def _end_broken(req: Request, gen: Generation, writer: StreamWriter | None
         log.debug("generation %s: no failure ending written", gen.id, exc_info=True)
 
 
-async def drive_stream(
-    req: Request,
-    state: AppState,
-    gen: Generation,
-    writer: StreamWriter,
-    headers: dict[str, str],
-    content_type: str = SSE_CONTENT_TYPE,
-) -> None:
-    # a door whose keep-alive is an event of its own (Messages: `ping`, from `keepalive_tick`) sends no comment
-    keepalive = (
-        encode_comment(state.config.server.keepalive_text) if getattr(writer, "comment_keepalives", True) else b""
-    )
+FrameBatch = Callable[[list[Event]], tuple[bytes, "Failed | None"]]
 
-    failure: Failed | None = None
+
+def _renderer(req: Request, gen: Generation, writer: StreamWriter) -> tuple[FrameBatch, Callable[[list[Event]], bool]]:
+    """The two ways a batch reaches the client: `frames_of`, for the driver's loop (observed,
+    rendered, logged: one write per batch, one log entry per frame, up to its first `Failed`), and
+    `direct`, the same for a plain batch in the upstream's protocol callback (the relay's `attach`;
+    False: the write waits for the client, the next `req.write` finishes it, and batches go the
+    loop's way again)."""
     # bound once, used per event; a generation that keeps no logs skips the frame log's call
     observe, render = gen.recorder.observe, writer.event
     log_frames = None
     if gen.recorder.keeps_logs:
         log_frames = gen.recorder.log_frame if writer.one_frame_per_event else gen.recorder.log_frames
-    relay = gen.relay
 
     def frames_of(batch: list[Event]) -> tuple[bytes, Failed | None]:
-        """A batch's frames (observed, rendered, logged: one write per batch, one log entry per
-        frame), up to its first `Failed`, and that failure."""
         out: list[bytes] = []
         for event in batch:
-            observe(event)
-            if isinstance(event, Failed):
-                return b"".join(out), event
+            kind = type(event)  # events are final classes
+            if kind is not RawFrame:  # the recorder takes nothing from the upstream's own bytes
+                observe(event)
+            if kind is Failed:
+                return b"".join(out), event  # type: ignore[return-value]
             frames = render(event)
             if frames:
                 if log_frames is not None:
@@ -304,69 +298,85 @@ async def drive_stream(
         return out[0] if len(out) == 1 else b"".join(out), None
 
     def direct(batch: list[Event]) -> bool:
-        """A plain batch (no ending, no failure: the relay's `attach`) written in the upstream's
-        protocol callback: `frames_of` without its look for a `Failed`. False: the write waits for
-        the client (the next `req.write` finishes it), and the batches go the loop's way again."""
-        out: list[bytes] = []
-        for event in batch:
-            if type(event) is not RawFrame:  # the recorder takes nothing from the upstream's own bytes
-                observe(event)
-            frames = render(event)
-            if frames:
-                if log_frames is not None:
-                    log_frames(frames)
-                out.append(frames)
-        if not out:
-            return True
-        return req.write_now(out[0] if len(out) == 1 else b"".join(out))
+        data = frames_of(batch)[0]  # a plain batch: no `Failed` in it
+        return req.write_now(data) if data else True
 
-    # The response starts with the item after `Committed` (the relay hands both over in one step):
-    # the head, the writer's first frames and that item's go out together (`Request.start`).
-    head: dict[str, str] | None = None
-    first = b""
+    return frames_of, direct
+
+
+async def drive_stream(
+    req: Request,
+    state: AppState,
+    gen: Generation,
+    writer: StreamWriter,
+    headers: dict[str, str],
+    content_type: str = SSE_CONTENT_TYPE,
+) -> None:
+    """A stream's whole walk: the relay's items written as they come, then the ending."""
     try:
-        async with contextlib.aclosing(gen.items()) as items:
-            async for item in items:
-                if isinstance(item, Committed):
-                    head = {**provider_headers(item), **headers}
-                    first = writer.begin(item)
-                    if first:
-                        gen.recorder.log_frames(first)
-                    continue
-                if item is KEEPALIVE:
-                    metrics.KEEPALIVES.inc()
-                    tick = writer.keepalive_tick()
-                    if tick:
-                        gen.recorder.log_frames(tick)
-                    data = tick + keepalive
-                else:
-                    data, failure = frames_of(item)  # type: ignore[arg-type]
-                if head is not None:
-                    await req.start(200, content_type, head, first + data)
-                    head, first = None, b""
-                elif data:
-                    await req.write(data)
-                if failure is not None:
-                    break
-                if item is KEEPALIVE:
-                    continue
-                if not req.write_held:  # from now on plain batches skip this loop (`direct`), until one does not
-                    relay.attach(direct)
-                del item, data  # not kept alive while the next one is awaited (memory per stream)
+        failure = await _write_items(req, state, gen, writer, headers, content_type)
     except TidegateError as exc:
         if not req.started:
             await gen.fail({"code": exc.error_code, "message": exc.message})
             await req.respond_error(exc, {"x-provider-attempts": str(gen.relay.attempts)})
             return
         failure = Failed("upstream_error", exc.message, gen.relay.provider or "")
+    await gen.recorder.estimate_off_loop()  # the ending may carry an estimate: never counted on the loop
+    await _write_ending(req, gen, writer, failure)
+
+
+async def _write_items(
+    req: Request, state: AppState, gen: Generation, writer: StreamWriter, headers: dict[str, str], content_type: str
+) -> Failed | None:
+    """The relay's items to the client until its last or a `Failed`, which is returned. The
+    response starts with the item after `Committed` (the relay hands both over in one step): the
+    head, the writer's first frames and that item's go out together (`Request.start`)."""
+    # a door whose keep-alive is an event of its own (Messages: `ping`, from `keepalive_tick`) sends no comment
+    comment = encode_comment(state.config.server.keepalive_text) if getattr(writer, "comment_keepalives", True) else b""
+    frames_of, direct = _renderer(req, gen, writer)
+    relay = gen.relay
+    head: dict[str, str] | None = None
+    first = b""
+    failure: Failed | None = None
+    async with contextlib.aclosing(gen.items()) as items:
+        async for item in items:
+            if isinstance(item, Committed):
+                head = {**provider_headers(item), **headers}
+                first = writer.begin(item)
+                if first:
+                    gen.recorder.log_frames(first)
+                continue
+            if item is KEEPALIVE:
+                metrics.KEEPALIVES.inc()
+                tick = writer.keepalive_tick()
+                if tick:
+                    gen.recorder.log_frames(tick)
+                data = tick + comment
+            else:
+                data, failure = frames_of(item)  # type: ignore[arg-type]
+            if head is not None:
+                await req.start(200, content_type, head, first + data)
+                head, first = None, b""
+            elif data:
+                await req.write(data)
+            if failure is not None:
+                break
+            if item is not KEEPALIVE and not req.write_held:
+                relay.attach(direct)  # from now on plain batches skip this loop, until one does not
+            del item, data  # not kept alive while the next one is awaited (memory per stream)
     if head is not None:  # never left unsent, though the relay always hands an item after `Committed`
         await req.start(200, content_type, head, first)
-    await gen.recorder.estimate_off_loop()  # the ending may carry an estimate: never counted on the loop
+    return failure
+
+
+async def _write_ending(req: Request, gen: Generation, writer: StreamWriter, failure: Failed | None) -> None:
+    """The stream's last frame: the door's ending once the record is durable as completed
+    (docs/api-operations.md §7), else its failure ending, as the record says."""
     if failure is None:
         final = writer.finish()
         if not isinstance(final, Failed):
             gen.recorder.log_frames(final)
-            record = await gen.complete()  # durable before the terminal event is written (docs/api-operations.md §7)
+            record = await gen.complete()  # durable before the terminal event is written
             if record.status == "completed":
                 await req.write(final, more=False)
                 return
