@@ -291,3 +291,13 @@ def test_body_logging_per_key_and_per_model_with_retention(stack: Stack, tmp_pat
         second.stop()
         assert kept() == 0
     assert UPSTREAM_SECRET not in stack.server.log()
+
+
+def test_a_keys_page_has_its_daily_spend(stack: Stack) -> None:
+    app = stack.keys["app"]
+    assert stack.chat(app["key"]).status_code == 200
+    body = stack.get(f"/api/v1/keys/{app['id']}").json()
+    series = body["spend_series"]
+    assert len(series) == 30 and series[-1]["t"] <= time.time() < series[-1]["t"] + 86_400
+    assert series[-1]["cost"] > 0 and all(p["cost"] == 0 for p in series[:-2])
+    assert "key" not in body and "secret_hash" not in body

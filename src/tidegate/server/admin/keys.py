@@ -15,6 +15,7 @@ import msgspec
 from ...errors import Forbidden, InvalidRequest, MethodNotAllowed, NotFound
 from ...keys import make_key
 from ...store.base import ApiKey, KeyLimits
+from ...store.console import SeriesQuery
 from ..http import Request
 from ..state import AppState
 from . import audit
@@ -102,6 +103,16 @@ def _changed(change: KeyChange) -> dict[str, Any]:
     }
 
 
+async def _spend_series(state: AppState, key_id: str) -> list[dict[str, Any]]:
+    """[{t, cost}] for the last 30 UTC days, oldest first, zeros where the key spent nothing."""
+    end = (int(time.time()) // 86_400 + 1) * 86_400
+    start = end - 30 * 86_400
+    cost: dict[float, float] = {}
+    for b in await state.console.series(SeriesQuery(86_400, start, end, "none", key_id=key_id)):
+        cost[b.t] = cost.get(b.t, 0.0) + b.cost
+    return [{"t": t, "cost": round(cost.get(float(t), 0.0), 10)} for t in range(start, end, 86_400)]
+
+
 async def _found(state: AppState, key_id: str) -> ApiKey:
     key = await state.store.get_key(key_id)
     if key is None:
@@ -143,6 +154,9 @@ async def key_item(req: Request, state: AppState, caller: ApiKey) -> None:
         await audit.record(state, caller, "key.revoke", key.id, {"name": key.name})
     elif req.method != "GET":
         raise MethodNotAllowed("use GET, PATCH or DELETE /api/v1/keys/{id}")
+    else:  # the key page's chart: 30 daily costs from the rollups (one query over 30 day rows per group)
+        await req.respond_json(200, {**key.public(), "spend_series": await _spend_series(state, key.id)})
+        return
     await req.respond_json(200, key.public())
 
 
