@@ -212,7 +212,36 @@ def test_a_new_key_streams_spends_fails_over_and_is_revoked(
     play.click("#send")
     expect(play.locator("#stream-state")).to_contain_text("refused")
     assert httpx.get(f"{server.base_url}/api/v1/keys/{key_id}", headers=MASTER).json()["revoked"] is True
+    # the audit page says who did each of those changes, and when, never with the secret
+    console.go("/audit")
+    for action in ("key.create", "key.revoke"):
+        row = page.locator(f'#audit-rows tr[data-action="{action}"][data-target="{key_id}"]')
+        expect(row).to_have_count(1)
+        expect(row).to_contain_text("ops")
+    assert secret not in (page.locator("#audit").text_content() or "")
     assert console.problems() == [] and console.problems(play) == []
+
+
+def test_cache_and_sessions_show_what_the_api_has(gateway: tuple[ServerProcess, str], browser: Browser) -> None:
+    """The page draws the cache's numbers and the agent sessions when the API answers them, and
+    "no data yet" where an endpoint is not there (404)."""
+    server, ops = gateway
+    console = Console(browser, server, ops)
+    page = console.go("/cache")
+    stats = httpx.get(server.base_url + "/api/v1/cache/stats?since=0", headers=MASTER)
+    if stats.status_code == 404:
+        expect(page.locator("#cache-empty")).to_have_text("no data yet")
+    else:
+        assert stats.status_code == 200, stats.text
+        hits = stats.json()["hits"]
+        expect(page.locator('[data-tile="hits"] .tile-value')).to_have_text(f"{hits:,}")
+    sessions = httpx.get(server.base_url + "/api/v1/sessions?since=0", headers=MASTER)
+    if sessions.status_code == 404:
+        expect(page.locator("#sessions-empty")).to_have_text("no data yet")
+    else:
+        assert sessions.status_code == 200, sessions.text
+        expect(page.locator("#sessions-rows tr, #sessions-empty")).to_have_count(len(sessions.json()["data"]) or 1)
+    assert console.problems() == []
 
 
 def test_the_nav_is_keyboard_navigable_with_visible_focus(gateway: tuple[ServerProcess, str], browser: Browser) -> None:
