@@ -169,6 +169,20 @@ class ServerConfig(Struct, frozen=True, forbid_unknown_fields=True):
             gt=0,
         ),
     ] = 30.0
+    affinity_ttl_s: Annotated[
+        float,
+        doc(
+            "prompt-cache affinity: a request of the same session, `prompt_cache_key` or prompt prefix prefers "
+            "the route that served the last one for this long (a provider's prompt cache); 0 turns it off "
+            "([routing.md](routing.md#prompt-cache-affinity))",
+            ge=0,
+            le=86_400,
+        ),
+    ] = 300.0
+    affinity_long_ttl_s: Annotated[
+        float,
+        doc('the same for a request with a `cache_control` breakpoint of `ttl: "1h"`', ge=0, le=86_400),
+    ] = 3600.0
 
 
 class StoreConfig(Struct, frozen=True, forbid_unknown_fields=True):

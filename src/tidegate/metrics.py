@@ -51,6 +51,12 @@ TOKENS = Counter(
     "tidegate_tokens", "Tokens by model and kind (prompt, completion)", ("model", "kind"), registry=REGISTRY
 )
 COST = Counter("tidegate_cost_usd", "Billed USD by model", ("model",), registry=REGISTRY)
+ROUTE_AFFINITY = Counter(
+    "tidegate_route_affinity",
+    "Requests prompt-cache affinity decided, by model and result (hit: the remembered route first; miss)",
+    ("model", "result"),
+    registry=REGISTRY,
+)
 UPSTREAM_FAILURES = Counter(
     "tidegate_upstream_failures", "Upstream failures by provider and code", ("provider", "code"), registry=REGISTRY
 )

@@ -20,7 +20,8 @@ reports n completion tokens: a hostile or mistaken bill), echo-head (a debugging
 request's headers, the provider key among them, as the text of one delta, that frame written in two
 TCP writes split inside the key), mcp-agent (calls the tool the user
 names, then answers with its result: the gateway's MCP loop), cut (text ended with finish_reason
-`length`).
+`length`), prefix-cache (text whose usage reports all 11 prompt tokens as `cached_tokens` once this
+emulator has seen the request's first message: a provider's prompt cache).
 
 Every request is recorded (body, headers, the data payloads sent, when the client connection closed)
 and counted per scenario; `GET /_stats` returns the same as JSON.
@@ -54,6 +55,7 @@ class Recorded:
     done_sent: bool = False
     completed: bool = False
     closed_at: float | None = None  # when the client connection was seen closed
+    cached: int | None = None  # `prefix-cache`: the cached prompt tokens its usage reports
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -80,6 +82,7 @@ class OpenAIUpstream:
 
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
+        self.prefixes: set[str] = set()  # the first messages `prefix-cache` has seen
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -152,6 +155,7 @@ class OpenAIUpstream:
     def reset(self) -> None:
         with self._lock:
             self.requests.clear()
+            self.prefixes.clear()
 
     # ---- handlers ---------------------------------------------------------------------------------
     async def _stats(self, request: web.Request) -> web.Response:
@@ -178,6 +182,9 @@ class OpenAIUpstream:
                 received_at=time.monotonic(),
             )
             self.requests.append(rec)
+        if scenario == "prefix-cache":  # a provider's prompt cache: text, cached when its prefix was seen
+            rec.cached = self._cached_prefix(body)
+            scenario = "text"
         if scenario.startswith("http-"):
             return self._http_error(rec, int(scenario[5:]))
         if scenario in ("slow-first-byte", "late-text"):
@@ -195,6 +202,15 @@ class OpenAIUpstream:
         except (_Closed, ConnectionResetError):
             rec.closed_at = rec.closed_at or time.monotonic()
         return response
+
+    def _cached_prefix(self, body: dict[str, Any]) -> int:
+        """The prompt tokens this upstream's cache holds: all 11 when it has seen the first message."""
+        messages = body.get("messages") or [None]
+        prefix = json.dumps(messages[0], sort_keys=True)
+        with self._lock:
+            seen = prefix in self.prefixes
+            self.prefixes.add(prefix)
+        return 11 if seen else 0
 
     def _http_error(self, rec: Recorded, status: int) -> web.Response:
         key = rec.headers.get("authorization", "").removeprefix("Bearer ")
@@ -277,7 +293,10 @@ class OpenAIUpstream:
                     "prompt_tokens": 11,
                     "completion_tokens": completion,
                     "total_tokens": 11 + completion,
-                    "prompt_tokens_details": {"cached_tokens": 3, "audio_tokens": 0},
+                    "prompt_tokens_details": {
+                        "cached_tokens": 3 if rec.cached is None else rec.cached,
+                        "audio_tokens": 0,
+                    },
                     "completion_tokens_details": {"reasoning_tokens": reasoning, "audio_tokens": 0},
                 },
             }

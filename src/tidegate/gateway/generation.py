@@ -15,9 +15,11 @@ from ..events import Failed
 from ..request import GenerationRequest, SessionHints
 from ..store.base import ApiKey, BeginResult, GenerationRecord, GenerationStore
 from .admission import Admission, Ticket
+from .affinity import Affinity, AffinityPlan
 from .cancel import CancelSignal
 from .embedding_relay import EmbeddingRelay
 from .flusher import LogFlusher
+from .health import route_key
 from .leases import new_owner
 from .recorder import Recorder
 from .relay import Relay, RelayItem, RelaySettings
@@ -50,6 +52,9 @@ class Generation:
     # per route (parallel to the relay's routes): its price, the route's own or its model's; None when
     # they are all the model's (the recorder already has it)
     prices: list[Pricing | None] | None = None
+    # prompt-cache affinity's decision (gateway/affinity.py), and where the serving route is remembered
+    affinity: AffinityPlan | None = None
+    affinities: Affinity | None = None
 
     @property
     def record(self) -> GenerationRecord:
@@ -66,12 +71,17 @@ class Generation:
 
     async def complete(self) -> GenerationRecord:
         self._price_served_route()
-        return await self.recorder.finish(
+        record = await self.recorder.finish(
             "completed",
             provider=self.relay.provider,
             served_model=self.relay.served_model,
             attempts=self.relay.attempts,
         )
+        served = self.relay.route_index
+        if self.affinity is not None and self.affinities is not None and 0 <= served < len(self.relay.routes):
+            route = self.relay.routes[served][1]  # the affine route from now on, before the client's next turn
+            await self.affinities.remember(self.affinity, route_key(route.provider, route.model))
+        return record
 
     async def fail(self, failure: Failed | dict[str, object]) -> GenerationRecord:
         code = failure.code if isinstance(failure, Failed) else failure.get("code")
@@ -120,6 +130,7 @@ class Gateway:
         self.instance = new_owner()  # this process start's owner id (gateway/leases.py)
         self.admission = Admission(store, self.instance)
         self.flusher = LogFlusher()
+        self.affinity = Affinity(config.server, store, router.health)
 
     async def start(
         self,
@@ -133,13 +144,14 @@ class Gateway:
         request_hash: str | None = None,
     ) -> Generation:
         model = self.router.model(request.model, model_type)
-        health, breakers = None, None
+        health, breakers, affinity = None, None, None
         route_reason, prices, excluded = None, None, None
         if model.type == "image":
             routes = self.router.routes(model)
         else:
             # routes resolved (policy, strategy, residency) before the relay starts: gateway/routing.py
             resolved = self.router.resolve(model, request, key)
+            resolved, affinity = await self.affinity.order(key.id, request, resolved)
             model, routes, breakers = resolved.model, resolved.routes, resolved.breakers
             health, route_reason = self.router.health, resolved.reason
             excluded, prices = resolved.excluded, resolved.prices
@@ -181,6 +193,8 @@ class Gateway:
             cancel=cancel,
             created=int(recorder.record.created_at),
             prices=prices,
+            affinity=affinity,
+            affinities=self.affinity,
         )
         return self._register(gen)
 

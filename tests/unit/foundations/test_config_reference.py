@@ -66,7 +66,10 @@ def test_the_embedded_default_fits_the_schema() -> None:
 @pytest.mark.parametrize(
     ("document", "message"),
     [
-        ({"server": {"prot": 1}}, "server.prot: unknown key (allowed: allowed_hosts, body_"),
+        (
+            {"server": {"prot": 1}},
+            "server.prot: unknown key (allowed: affinity_long_ttl_s, affinity_ttl_s, allowed_hosts, body_",
+        ),
         ({"server": {"keepalive_s": 0}}, "server.keepalive_s: must be > 0, got 0"),
         ({"server": {"port": 70000}}, "server.port: must be <= 65535, got 70000"),
         (
