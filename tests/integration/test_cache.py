@@ -341,3 +341,14 @@ def _streamed_text(server: ServerProcess, secret: str, body: dict[str, Any], exp
                 chunk = json.loads(line[6:])
                 parts += [c["delta"].get("content") or "" for c in chunk["choices"]]
     return "".join(parts)
+
+
+def test_a_hit_on_the_responses_door_for_the_openai_sdk(gateway: ServerProcess, emu: OpenAIUpstream) -> None:
+    client = openai.OpenAI(base_url=gateway.base_url + "/v1", api_key=_key(gateway), max_retries=0)
+    for _ in range(2):
+        events = list(client.responses.create(model="cached", input="r", stream=True))
+        assert events[-1].type == "response.completed"
+        assert events[-1].response.output_text == TEXT and events[-1].response.usage is not None
+    answer = client.responses.with_raw_response.create(model="cached", input="r")
+    assert answer.headers["x-cache"] == "hit" and answer.parse().output_text == TEXT
+    assert len(emu.requests) == 1
