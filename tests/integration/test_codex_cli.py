@@ -207,4 +207,7 @@ def test_codex_is_served_by_the_fallback_route(stack: Stack, tmp_path: Path) -> 
     assert done.returncode == 0, done.stdout + done.stderr
     assert ANSWER in done.stdout
     records = generations(stack, "agent-fallback")
-    assert len(records) == 2 and all(r["provider"] == "chat" and r["attempts"] == 2 for r in records), records
+    assert len(records) == 2 and all(r["provider"] == "chat" for r in records), records
+    # the first turn fell back; the second went to the route that served it (prompt-cache affinity,
+    # docs/routing.md): its session's affine route first
+    assert [r["attempts"] for r in records] == [1, 2], records  # newest first
