@@ -120,8 +120,12 @@ function spendChart(stats, k) {
   let total = 0;
   const spent = points.map((p) => (total += p.cost));
   const series = [{ label: "spent", values: spent }];
-  if (k.credits != null) series.push({ label: "budget", values: points.map(() => k.credits), color: "#c0392b", dash: true });
-  return timeChart("chart-spend", `Spend vs budget (${WINDOWS[stats.window] || stats.window})`, { t: points.map((p) => p.t), series }, { format: fmt.cost, axis: (v) => `$${Math.round(v * 1e4) / 1e4}`, fill: true });
+  // the budget's line once the spend is a fifth of it; below that it would flatten the climb to nothing
+  const near = k.credits != null && total >= k.credits / 5;
+  if (near) series.push({ label: "budget", values: points.map(() => k.credits), color: "#c0392b", dash: true });
+  const budget = k.credits == null ? "no budget" : `budget ${fmt.usd(k.credits)}${near ? ", dashed" : ""}`;
+  const title = `Spend over the ${(WINDOWS[stats.window] || stats.window).toLowerCase()} (${budget})`;
+  return timeChart("chart-spend", title, { t: points.map((p) => p.t), series }, { format: fmt.cost, axis: (v) => `$${Math.round(v * 1e4) / 1e4}`, fill: true });
 }
 
 function facts(k) {
@@ -140,7 +144,7 @@ function recentTable(gens) {
 }
 
 export async function keyView(id, params) {
-  const window = params.get("window") || "day";
+  const window = params.get("window") || "hour";
   const load = () => Promise.all([getJson(`/api/v1/keys/${encodeURIComponent(id)}`),
     getJson(`/api/v1/stats/series?window=${window}&by=none&key_id=${encodeURIComponent(id)}`).catch(() => null),
     getJson(`/api/v1/generations?key_id=${encodeURIComponent(id)}&limit=20`)]);
