@@ -152,7 +152,11 @@ def tidegate_config(
     if keepalive_s is not None:
         lines.append(f"keepalive_s = {keepalive_s}")
     lines += ["[store]", f'url = "{store_url}"']
-    providers = [("emu-openai", "openai", f"{emu_url}/v1"), ("emu-anthropic", "anthropic", emu_url)]
+    providers = [
+        ("emu-openai", "openai", f"{emu_url}/v1"),
+        ("emu-anthropic", "anthropic", emu_url),
+        ("emu-gemini", "gemini", f"{emu_url}/v1beta"),  # the Gemini door's passthrough (doors.py)
+    ]
     for name, kind, base in providers[:1] if passthrough_only else providers:
         lines += [f"[providers.{name}]", f'kind = "{kind}"', f'base_url = "{base}"']
         lines += ['api_key_env = "BENCH_UPSTREAM_KEY"', *limit]
@@ -161,7 +165,8 @@ def tidegate_config(
         lines += [f'[models."{shape}"]', f'routes = [{{ provider = "emu-openai", model = "{shape}" }}]', *price]
         if not passthrough_only:
             anth = f'routes = [{{ provider = "emu-anthropic", model = "{shape}" }}]'
-            lines += [f'[models."anth/{shape}"]', anth, *price]
+            gem = f'routes = [{{ provider = "emu-gemini", model = "{shape}" }}]'
+            lines += [f'[models."anth/{shape}"]', anth, *price, f'[models."gem/{shape}"]', gem, *price]
     return "\n".join(lines) + "\n"
 
 

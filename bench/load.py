@@ -25,7 +25,7 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import aiohttp
 import httptools
@@ -98,6 +98,13 @@ def with_key(args: argparse.Namespace, headers: dict[str, str]) -> dict[str, str
 
 def request_parts(args: argparse.Namespace, stream: bool) -> tuple[str, bytes, dict[str, str]]:
     headers = {"content-type": "application/json"}
+    if args.api == "gemini":  # the Gemini door (model ids URL-encoded in the path)
+        contents = [{"role": "user", "parts": [{"text": m["content"]}]} for m in PROMPT]
+        body = {"contents": contents, "generationConfig": {"maxOutputTokens": 4096}}
+        url = f"{args.url.rstrip('/')}/v1beta/models/{quote(args.model, safe='')}:streamGenerateContent?alt=sse"
+        if args.key:
+            headers["x-goog-api-key"] = args.key
+        return url, orjson.dumps(body), headers
     if args.api == "anthropic":
         body: dict[str, Any] = {"model": args.model, "max_tokens": 4096, "messages": PROMPT, "stream": stream}
         url = args.url.rstrip("/") + "/v1/messages"
@@ -118,7 +125,7 @@ async def one_stream(pool: Pool, run: Run, head: bytes, measured: bool = True) -
     rec = StreamRecord(measured=measured)
     run.records.append(rec)
     t0 = time.perf_counter()
-    stats = SSEStats(run, rec, run.args.api == "anthropic", measured, t0)
+    stats = SSEStats(run, rec, run.args.api == "anthropic", measured, t0, gemini=run.args.api == "gemini")
     opened = False
 
     def on_open(status: int, now: float) -> None:
@@ -185,7 +192,14 @@ async def stream_workers(run: Run) -> None:
 
     async def guarded(measured: bool) -> None:
         async with sem:
-            head = request_head("POST", host, port, target.path, with_key(args, headers), body)
+            head = request_head(
+                "POST",
+                host,
+                port,
+                target.path + (f"?{target.query}" if target.query else ""),
+                with_key(args, headers),
+                body,
+            )
             await one_stream(pool, run, head, measured)
 
     tasks = []
@@ -301,7 +315,7 @@ def parse_watch(value: str) -> tuple[str, int]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:9100")
-    ap.add_argument("--api", choices=("openai", "anthropic"), default="openai")
+    ap.add_argument("--api", choices=("openai", "anthropic", "gemini"), default="openai")
     ap.add_argument("--model", required=True)
     ap.add_argument("--key", default="", help="API key (Bearer, or x-api-key for --api anthropic)")
     ap.add_argument("--mode", choices=("stream", "complete"), default="stream")

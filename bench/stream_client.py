@@ -23,12 +23,13 @@ OPENAI_CONTENT = re.compile(rb'"content": ?"[^"]')
 class SSEStats:
     """One stream's SSE, parsed as it arrives, into the load generator's per-stream record."""
 
-    __slots__ = ("anthropic", "buf", "last_any", "last_content", "measured", "payload", "rec", "run", "t0")
+    __slots__ = ("anthropic", "buf", "gemini", "last_any", "last_content", "measured", "payload", "rec", "run", "t0")
 
-    def __init__(self, run: Any, rec: Any, anthropic: bool, measured: bool, t0: float) -> None:
+    def __init__(self, run: Any, rec: Any, anthropic: bool, measured: bool, t0: float, gemini: bool = False) -> None:
         self.run = run
         self.rec = rec
         self.anthropic = anthropic
+        self.gemini = gemini  # no terminal event: the chunk with finishReason ends the answer
         self.measured = measured
         self.t0 = t0
         self.buf = b""
@@ -63,6 +64,11 @@ class SSEStats:
                     rec.done = True
                 is_content = b'"text_delta"' in event
                 is_error = b'"type":"error"' in event
+            elif self.gemini:
+                if b'"finishReason"' in event:
+                    rec.done = True
+                is_content = b'"text":"' in event and b'"text":""' not in event
+                is_error = event.startswith(b'{"error"')
             else:
                 if event == b"[DONE]":
                     rec.done = True

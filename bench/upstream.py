@@ -10,7 +10,8 @@ Content chunk i is written at t0 + i * delay_ms (an absolute schedule: no drift)
 `POST /v1/chat/completions` answers OpenAI `chat.completion.chunk` SSE (role chunk, content chunks,
 finish chunk, a usage chunk when `stream_options.include_usage`, `data: [DONE]`) or one JSON
 completion when `stream` is false. `POST /v1/messages` answers Anthropic Messages events (or one
-JSON message). `GET /stats` reports the emulator's own counters and CPU time.
+JSON message). `POST /v1beta/models/{model}:streamGenerateContent` answers Gemini chunks
+(upstream_gemini.py). `GET /stats` reports the emulator's own counters and CPU time.
 
 Run: `python bench/upstream.py --port 9100` (prints `READY <port>` when listening).
 """
@@ -28,14 +29,17 @@ import sys
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote
 
 import httptools
 import orjson
 import uvloop
+from upstream_gemini import GeminiShape
 
 WORDS = [b" tide", b" gate", b" flows", b" fast", b" over", b" the", b" quiet", b" sand"]
 MODEL_SHAPE = re.compile(r"bench-(\d+)x(\d+(?:\.\d+)?)")
 DEFAULT_SHAPE = (50, 20.0)
+GEMINI_PATH = re.compile(rb"^/v1beta/models/([^/:]+):streamGenerateContent$")
 _ids = itertools.count(1)
 
 
@@ -221,7 +225,7 @@ class StreamJob:
     def __init__(
         self,
         proto: EmulatorProtocol,
-        shape: OpenAIShape | AnthropicShape,
+        shape: OpenAIShape | AnthropicShape | GeminiShape,
         chunks: int,
         delay_ms: float,
         done_cb: Callable[[], None],
@@ -376,7 +380,8 @@ class EmulatorProtocol(asyncio.Protocol):
             self.write(_json_response("200 OK", orjson.dumps(stats()), keep_alive))
             self._done()
             return
-        if method != b"POST" or path not in (b"/v1/chat/completions", b"/v1/messages"):
+        gemini = GEMINI_PATH.match(path)
+        if method != b"POST" or (path not in (b"/v1/chat/completions", b"/v1/messages") and gemini is None):
             self.write(_json_response("404 Not Found", b'{"error":{"message":"no such endpoint"}}', keep_alive))
             self._done()
             return
@@ -388,6 +393,8 @@ class EmulatorProtocol(asyncio.Protocol):
             self.write(_json_response("400 Bad Request", b'{"error":{"message":"invalid JSON"}}', keep_alive))
             self._done()
             return
+        if gemini is not None:  # (the model is in the path; the operation streams)
+            model, req["stream"] = unquote(gemini.group(1).decode()), True
         chunks, delay = shape_of(model, headers)
         anthropic = path == b"/v1/messages"
         if not req.get("stream"):
@@ -398,8 +405,10 @@ class EmulatorProtocol(asyncio.Protocol):
             else:
                 self._reply_later(payload, keep_alive)
             return
-        shape: OpenAIShape | AnthropicShape
-        if anthropic:
+        shape: OpenAIShape | AnthropicShape | GeminiShape
+        if gemini is not None:
+            shape = GeminiShape(model, chunks, WORDS, http_chunk)
+        elif anthropic:
             shape = AnthropicShape(model, chunks)
         else:
             opts = req.get("stream_options") or {}
