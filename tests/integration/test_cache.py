@@ -272,6 +272,9 @@ def test_purge_by_model_by_key_and_all_and_the_stats(gateway: ServerProcess, emu
     assert stats["saved_cost"] > 0 and stats["bytes"] > 0 and original["provider"] == "emu"
     assert {m["model"]: m["hits"] for m in stats["by_model"]} == {"cached": 2, "short": 0}
     assert sorted(k["hits"] for k in stats["by_key"]) == [1, 1]
+    metrics = httpx.get(gateway.base_url + "/metrics").text
+    assert 'tidegate_cache_requests_total{model="cached",result="hit"} 2.0' in metrics
+    assert 'tidegate_cache_saved_cost_total{model="cached"}' in metrics and "tidegate_cache_bytes_total" in metrics
     refused = httpx.delete(gateway.base_url + "/api/v1/cache", headers={"Authorization": f"Bearer {a}"})
     assert refused.status_code == 403 and refused.json()["error"]["code"]
     bad = httpx.get(gateway.base_url + "/api/v1/cache/stats?since=soon", headers=MASTER)
