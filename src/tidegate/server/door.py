@@ -33,7 +33,17 @@ from . import access_log, body_log
 from .disconnect import DisconnectWatch
 from .hints import session_hints
 from .http import Request
-from .idempotency import SSE_CONTENT_TYPE, answer_existing, idempotency_key, request_hash, resume_ended
+from .idempotency import (
+    SSE_CONTENT_TYPE,
+    Answer,
+    ended_resume,
+    idempotency_key,
+    last_event_id,
+    repeated,
+    request_hash,
+    wants_sse,
+    write_answer,
+)
 from .state import AppState
 
 log = logging.getLogger("tidegate.door")
@@ -147,13 +157,19 @@ async def open_generation(
     generation. None when the request was answered here."""
     idem = idempotency_key(req)
     rhash = request_hash(door, body) if idem else None
-    if streaming and await resume_ended(req, state, key.id, idem, rhash):
-        return None
-    try:
-        return await start(idem, rhash)
-    except ExistingGeneration as existing:
-        await answer_existing(req, state, existing.result, streaming)
-        return None
+    after = last_event_id(req) if streaming else None  # (a JSON request has no frames to resume)
+    answer: Answer | None = None
+    if idem is not None and after is not None:
+        answer = ended_resume(await state.store.find_idempotent(key.id, idem), rhash, after)
+    if answer is None:
+        try:
+            return await start(idem, rhash)
+        except ExistingGeneration as existing:
+            req.generation_id = existing.result.record.id
+            answer = repeated(existing.result, streaming, after, wants_sse(req))
+    req.generation_id = answer.record.id
+    await write_answer(req, state, answer)
+    return None
 
 
 @contextlib.asynccontextmanager
@@ -165,8 +181,6 @@ async def running(req: Request, state: AppState, gen: Generation | EmbeddingGene
     ticket = gen.recorder.ticket
     if ticket is not None and ticket.headers:
         req.extra_headers = ticket.headers
-    if isinstance(gen, Generation) and gen.affinity is not None:  # docs/routing.md, prompt-cache affinity
-        req.extra_headers = {**(req.extra_headers or {}), "x-route-affinity": gen.affinity.result}
     cancel_on_disconnect = gen.cancel if gen.record.idempotency_key is None else None
     try:
         async with DisconnectWatch(req, cancel_on_disconnect):

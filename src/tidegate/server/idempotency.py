@@ -1,17 +1,19 @@
 """Idempotency-Key handling shared by the generation doors (docs/api-operations.md §7).
 
-`prepare` validates the header and hashes the body; `answer_existing` answers a repeated request from
-the store: 422 for a different body, 409 (or a live resume with `Last-Event-ID`) while running, the
-stored answer with `Idempotent-Replayed: true` once completed. `follow_frames` streams a generation's
-logged frames, live, from this process's memory (the frames not yet stored; the store for the older
-ones) or from the store (another process: `GenerationStore.follow` wakes it, pushed by Redis, polled
-by the SQL stores).
+`idempotency_key` validates the header and `request_hash` hashes the body; `ended_resume` and
+`repeated` decide, without writing, what a known key gets (`Answer`): 422 for a different body, 409
+(or a live resume with `Last-Event-ID`) while running, the stored answer with `Idempotent-Replayed:
+true` once completed; `write_answer` writes it (the door's `open_generation` is the one walk).
+`follow_frames` streams a generation's logged frames, live, from this process's memory (the frames
+not yet stored; the store for the older ones) or from the store (another process:
+`GenerationStore.follow` wakes it, pushed by Redis, polled by the SQL stores).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -162,39 +164,48 @@ async def _missing_ending(state: AppState, generation_id: str, nothing_after: in
     return crash_ending(final, frames, events)
 
 
-async def resume_ended(req: Request, state: AppState, key_id: str, idem: str | None, rhash: str | None) -> bool:
-    """A resume (`Last-Event-ID`) of a generation that already ended without completing re-sends what it
-    stored, ending with its failure event, instead of silently starting a new (paid) generation."""
-    after = last_event_id(req)
-    if idem is None or after is None:
-        return False
-    record = await state.store.find_idempotent(key_id, idem)
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What a request with a known Idempotency-Key gets instead of a new generation: the record's
+    logged frames after `after` (a replay, or a live follow while it runs), or, when `after` is None,
+    its stored JSON answer."""
+
+    record: GenerationRecord
+    after: int | None
+
+
+def ended_resume(record: GenerationRecord | None, rhash: str | None, after: int) -> Answer | None:
+    """A resume (`Last-Event-ID`) of a generation that already ended without completing re-sends
+    what it stored, ending with its failure event, instead of silently starting a new (paid)
+    generation. None: not such a resume (start the generation)."""
     if record is None or record.request_hash != rhash or record.status not in ("failed", "cancelled", "interrupted"):
-        return False
-    req.generation_id = record.id
-    await stream_frames(req, state, record, after)
-    return True
+        return None
+    return Answer(record, after)
 
 
-async def answer_existing(req: Request, state: AppState, result: BeginResult, streaming: bool) -> None:
-    """Answer a repeated request with the same Idempotency-Key instead of starting a generation."""
+def repeated(result: BeginResult, streaming: bool, resume_from: int | None, sse: bool) -> Answer:
+    """The answer to a repeated request (the store refused to begin a second generation): raises
+    the conflict (a different body: 422) or the still running (409, unless it is a live resume)."""
     record = result.record
-    req.generation_id = record.id
     if result.outcome == "mismatch":
         raise IdempotencyKeyReused("this Idempotency-Key was already used with a different request body; use a new key")
-    resume_from = last_event_id(req)
     if result.outcome == "in_progress":
-        if streaming and resume_from is not None and wants_sse(req):
-            await stream_frames(req, state, record, resume_from)
-            return
+        if streaming and resume_from is not None and sse:
+            return Answer(record, resume_from)
         raise GenerationInProgress(
             f"generation {record.id} with this Idempotency-Key is still running; retry later, or resume "
             "with 'Accept: text/event-stream' and 'Last-Event-ID'",
             retry_after=1.0,
         )
     # completed
-    if streaming:
-        await stream_frames(req, state, record, -1 if resume_from is None else resume_from)
+    return Answer(record, (-1 if resume_from is None else resume_from) if streaming else None)
+
+
+async def write_answer(req: Request, state: AppState, answer: Answer) -> None:
+    """`Answer` written: the frames (a stream) or the stored JSON body, `Idempotent-Replayed: true`."""
+    record = answer.record
+    if answer.after is not None:
+        await stream_frames(req, state, record, answer.after)
         return
     stored = await state.store.read_log(record.id, LOG_JSON)
     if not stored:
