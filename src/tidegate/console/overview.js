@@ -29,7 +29,7 @@ function charts(stats, labels) {
   return el("div", { class: "charts" },
     timeChart("chart-requests", "Requests", { t, series: each((p) => p.requests) }, { format: fmt.int, axis: compact, fill }),
     timeChart("chart-tokens", "Tokens (input + output)", { t, series: each((p) => p.input_tokens + p.output_tokens) }, { format: fmt.int, axis: compact, fill }),
-    timeChart("chart-cost", "Cost (USD)", { t, series: each((p) => p.cost) }, { format: fmt.cost, axis: (v) => `$${compact(v)}`, fill }),
+    timeChart("chart-cost", "Cost (USD)", { t, series: each((p) => p.cost) }, { format: fmt.cost, axis: (v) => `$${v >= 1000 ? compact(v) : Number(v.toPrecision(3))}`, fill }),
     timeChart("chart-errors", "Error rate", { t, series: each((p) => (p.requests ? p.errors / p.requests : null)) }, { format: fmt.pct, axis: (v) => `${Math.round(v * 100)}%` }),
     timeChart("chart-ttft", "Time to first token (p50, p95 dashed)", { t, series: ttft }, { format: fmt.ms, axis: (v) => `${Math.round(v)} ms` }));
 }
