@@ -16,7 +16,7 @@ import click
 
 from .cli_keys import keys
 from .cli_seed import seed_generations
-from .config import Config
+from .config import Config, store_backend
 from .config_load import load_config
 from .errors import ConfigError
 from .keys import make_key
@@ -192,18 +192,17 @@ def db_upgrade(config_path: str | None) -> None:
     from .store import schema
 
     url = _load(config_path).store.url
+    backend = store_backend(url)
     try:
-        if url.startswith("sqlite://"):
+        if backend == "sqlite":
             from .store.sqlite import SQLiteStore
 
             applied = schema.upgrade("sqlite", SQLiteStore(url).path)
-            backend = "sqlite"
-        elif url.startswith(("postgresql://", "postgres://")):
+        elif backend == "postgres":
             from .store.postgres import PostgresStore
 
             store = PostgresStore(url)
             applied = schema.upgrade("postgres", store.dsn, store.schema)
-            backend = "postgres"
         else:
             click.echo("the Redis store keeps no schema: nothing to migrate")
             return

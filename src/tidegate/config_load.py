@@ -25,6 +25,7 @@ from .config import (
     ProviderConfig,
     ServerConfig,
     StoreConfig,
+    store_backend,
 )
 from .config_upstream import check_connection, upstream_url
 from .config_values import check_keys, convert, table
@@ -33,13 +34,12 @@ from .errors import ConfigError
 from .header_rules import header_problem
 
 _ROOT_KEYS = {"server", "store", "providers", "models", "mcp", "logging"}
-_STORE_SCHEMES = ("sqlite://", "redis://", "rediss://", "postgresql://", "postgres://")
 _ROUTER_ONLY = ("candidates", "policy", "balanced_within_pct")
 
 
 def _store(raw: dict[str, Any]) -> StoreConfig:
     store = convert("store", raw, StoreConfig)
-    if not store.url.startswith(_STORE_SCHEMES):
+    if store_backend(store.url) is None:
         scheme = store.url.split("://")[0]
         raise ConfigError(f"store.url: unsupported scheme in {scheme!r} (sqlite, redis, postgresql)")
     return store

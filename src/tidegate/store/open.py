@@ -3,21 +3,23 @@ types), so the concrete stores import `base.py` and nothing imports them back.""
 
 from __future__ import annotations
 
+from ..config import store_backend
 from .base import GenerationStore
 
 
 def open_store(url: str) -> GenerationStore:
     """The store for `url` (`sqlite://`, `redis://` / `rediss://`, `postgresql://` / `postgres://`);
     each backend's module is imported only when used (their drivers are optional extras)."""
-    if url.startswith("sqlite://"):
+    backend = store_backend(url)
+    if backend == "sqlite":
         from .sqlite import SQLiteStore
 
         return SQLiteStore(url)
-    if url.startswith(("redis://", "rediss://")):
+    if backend == "redis":
         from .redis import RedisStore
 
         return RedisStore(url)
-    if url.startswith(("postgresql://", "postgres://")):
+    if backend == "postgres":
         from .postgres import PostgresStore
 
         return PostgresStore(url)
