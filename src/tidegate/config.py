@@ -430,7 +430,7 @@ class ModelConfig(Struct, frozen=True, forbid_unknown_fields=True):
     cache: Annotated[
         CacheSettings | None,
         doc(
-            "the exact response cache for this model: `{ ttl_s, max_bytes }` (below); a key's `metadata.cache` "
+            "the exact response cache for this model: `{ ttl_s, max_bytes }` (below); a key's own `cache` setting "
             "wins; unset: off ([api-edges.md](api-edges.md) §18)"
         ),
     ] = None

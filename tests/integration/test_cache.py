@@ -137,8 +137,12 @@ def test_a_model_without_cache_has_no_x_cache(gateway: ServerProcess) -> None:
 
 
 def test_a_keys_own_setting_wins_over_the_models(gateway: ServerProcess, emu: OpenAIUpstream) -> None:
-    on = _key(gateway, metadata={"cache": {"ttl_s": 60, "max_bytes": 65536}})
-    off = _key(gateway, metadata={"cache": {"off": True}})
+    on = _key(gateway, cache={"ttl_s": 60, "max_bytes": 65536})
+    off = _key(gateway, cache=False)
+    bad = httpx.post(gateway.base_url + "/api/v1/keys", json={"name": "x", "cache": {"ttl_s": 0}}, headers=MASTER)
+    assert bad.status_code == 400 and "ttl_s" in bad.json()["error"]["message"]
+    shown = httpx.get(gateway.base_url + "/api/v1/keys", headers=MASTER).json()["data"]
+    assert {"ttl_s": 60.0, "max_bytes": 65536} in [k["cache"] for k in shown]
     plain = {**ASK, "model": "plain"}
     assert [_post(gateway, on, plain).headers["x-cache"] for _ in range(2)] == ["miss", "hit"]
     assert ["x-cache" in _post(gateway, off, ASK).headers for _ in range(2)] == [False, False]

@@ -48,10 +48,10 @@ def entry_key(tenant: str, door: str, model: str, body: Any) -> str:
 
 def settings_for(model: ModelConfig | None, key: ApiKey) -> CacheSettings | None:
     """The key's own setting wins over the model's (docs/api-edges.md §18); None: off."""
-    own = key.metadata.get("cache") if key.metadata else None
+    own = key.cache
+    if own is False:
+        return None
     if isinstance(own, dict):
-        if own.get("off"):
-            return None
         return CacheSettings(float(own.get("ttl_s", 3600.0)), int(own.get("max_bytes", 1_048_576)))
     return model.cache if model is not None else None
 

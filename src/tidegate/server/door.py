@@ -255,7 +255,7 @@ def response_cache(state: AppState) -> ResponseCache:
 async def _cache_plan(req: Request, state: AppState, key: ApiKey, spec: DoorSpec) -> CachePlan | None:
     """The response cache's part (gateway/cache.py); None, without a store call, when it is off."""
     model = state.config.models.get(spec.request.model)
-    if (model is None or model.cache is None) and not key.metadata.get("cache"):
+    if (model is None or model.cache is None) and not key.cache:
         return None
     cache = response_cache(state)
     return await cache.plan(model, key, spec.door, spec.request.model, spec.body, req.header("cache-control"))

@@ -46,6 +46,8 @@ class ApiKey:
     # the jurisdictions this key's requests may be served in (docs/api-operations.md §12; None: any)
     jurisdictions: tuple[str, ...] | None = None
     period_start: float = 0.0  # the budget period `spent` counts (0: none yet)
+    # the response cache's own setting (docs/api-edges.md §18): {ttl_s, max_bytes}; false: off; None: the model's
+    cache: dict[str, Any] | bool | None = None
     reserved: float = 0.0  # the live reservations' sum, as last read (display only)
 
     def __repr__(self) -> str:  # never the hash: logs and tracebacks show the public id
@@ -67,6 +69,7 @@ class ApiKey:
             "log_bodies": self.log_bodies,
             "metadata": self.metadata,
             "jurisdictions": list(self.jurisdictions) if self.jurisdictions is not None else None,
+            "cache": self.cache,
         }
 
     def apply_settings(self, settings: dict[str, Any]) -> None:
@@ -80,6 +83,7 @@ class ApiKey:
         self.log_bodies = bool(settings.get("log_bodies", False))
         self.metadata = dict(settings.get("metadata") or {})
         self.jurisdictions = tuple(juris) if juris is not None else None
+        self.cache = settings.get("cache")
 
     def public(self) -> dict[str, Any]:
         """The key as the admin API shows it (docs/api-operations.md §11): never the secret or its hash."""

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from ...config import CacheSettings
 from ...errors import Forbidden, InvalidRequest, MethodNotAllowed, NotFound
 from ...keys import make_key
 from ...store.base import ApiKey, KeyLimits
@@ -48,6 +49,8 @@ class KeyChange(msgspec.Struct, forbid_unknown_fields=True):
     log_bodies: bool | msgspec.UnsetType = msgspec.UNSET
     metadata: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
     jurisdictions: Annotated[list[Label], msgspec.Meta(max_length=50)] | msgspec.UnsetType | None = msgspec.UNSET
+    # the response cache: {ttl_s, max_bytes} wins over the model's; false: off; null: the model's
+    cache: CacheSettings | bool | msgspec.UnsetType | None = msgspec.UNSET
 
 
 class KeyCreate(KeyChange, forbid_unknown_fields=True):
@@ -92,6 +95,10 @@ def _apply(key: ApiKey, change: KeyChange, state: AppState) -> None:
             setattr(key, name, tuple(value) if value is not None else None)
     if change.limits is not msgspec.UNSET:
         key.limits = KeyLimits(change.limits.rpm, change.limits.tpm, change.limits.concurrent)
+    if change.cache is True:
+        raise InvalidRequest("cache: { ttl_s, max_bytes } to turn it on, false to turn it off, null for the model's")
+    if change.cache is not msgspec.UNSET:
+        key.cache = msgspec.to_builtins(change.cache) if isinstance(change.cache, CacheSettings) else change.cache
 
 
 def _changed(change: KeyChange) -> dict[str, Any]:
