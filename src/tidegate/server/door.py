@@ -181,6 +181,8 @@ async def running(req: Request, state: AppState, gen: Generation | EmbeddingGene
     ticket = gen.recorder.ticket
     if ticket is not None and ticket.headers:
         req.extra_headers = ticket.headers
+    if isinstance(gen, Generation) and gen.affinity is not None:  # docs/routing.md, prompt-cache affinity
+        req.extra_headers = {**(req.extra_headers or {}), "x-route-affinity": gen.affinity.result}
     cancel_on_disconnect = gen.cancel if gen.record.idempotency_key is None else None
     try:
         async with DisconnectWatch(req, cancel_on_disconnect):
