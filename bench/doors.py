@@ -1,11 +1,9 @@
-"""The agent doors' passthrough cost (issues 49, 50, 51): CPU per paced event of the Messages door on
-an `anthropic` route and of the Gemini door on a `gemini` route, each as a ratio to the chat door on
-an `openai` route, the same tidegate in the same run, rounds interleaved door by door (budget
-≤ 1.2 ×). Measured as `cost` measures it (scenarios.py): the same arrivals once with 1 paced chunk
-per stream and once with 50; CPU per paced chunk = (50-chunk CPU − 1-chunk CPU) / (streams × 49).
-
-The Responses door's passthrough is not measured here: the bench emulator (bench/upstream.py) does
-not speak the Responses API.
+"""The agent doors' passthrough cost (issues 49, 50, 51): CPU per paced event of the Responses door on
+an `openai` route with `responses = true`, the Messages door on an `anthropic` route and the Gemini
+door on a `gemini` route, each as a ratio to the chat door on an `openai` route, the same tidegate
+in the same run, rounds interleaved door by door (budget ≤ 1.2 ×). Measured as `cost` measures it
+(scenarios.py): the same arrivals once with 1 paced chunk per stream and once with 50; CPU per paced
+chunk = (50-chunk CPU − 1-chunk CPU) / (streams × 49).
 """
 
 from __future__ import annotations
@@ -15,7 +13,8 @@ from typing import Any
 
 import scenarios as sc
 
-DOORS = (("chat", "openai"), ("messages", "messages"), ("gemini", "gemini"))  # (door, the route `load` is given)
+# (door, the route `load` is given)
+DOORS = (("chat", "openai"), ("responses", "responses"), ("messages", "messages"), ("gemini", "gemini"))
 
 
 def _per_chunk(ctx: sc.Ctx, target: sc.Target, door: str, route: str, n: int) -> float | None:

@@ -156,17 +156,22 @@ def tidegate_config(
         ("emu-openai", "openai", f"{emu_url}/v1"),
         ("emu-anthropic", "anthropic", emu_url),
         ("emu-gemini", "gemini", f"{emu_url}/v1beta"),  # the Gemini door's passthrough (doors.py)
+        ("emu-responses", "openai", f"{emu_url}/v1"),  # with responses = true: the Responses door's
     ]
     for name, kind, base in providers[:1] if passthrough_only else providers:
         lines += [f"[providers.{name}]", f'kind = "{kind}"', f'base_url = "{base}"']
         lines += ['api_key_env = "BENCH_UPSTREAM_KEY"', *limit]
+        if name == "emu-responses":
+            lines.append("responses = true")
     price = ["pricing = { prompt = 2.5, completion = 10.0 }"] if pricing else []
     for shape in shapes:
         lines += [f'[models."{shape}"]', f'routes = [{{ provider = "emu-openai", model = "{shape}" }}]', *price]
         if not passthrough_only:
             anth = f'routes = [{{ provider = "emu-anthropic", model = "{shape}" }}]'
             gem = f'routes = [{{ provider = "emu-gemini", model = "{shape}" }}]'
+            resp = f'routes = [{{ provider = "emu-responses", model = "{shape}" }}]'
             lines += [f'[models."anth/{shape}"]', anth, *price, f'[models."gem/{shape}"]', gem, *price]
+            lines += [f'[models."resp/{shape}"]', resp, *price]
     return "\n".join(lines) + "\n"
 
 

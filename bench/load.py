@@ -105,6 +105,11 @@ def request_parts(args: argparse.Namespace, stream: bool) -> tuple[str, bytes, d
         if args.key:
             headers["x-goog-api-key"] = args.key
         return url, orjson.dumps(body), headers
+    if args.api == "responses":  # the Responses door
+        body = {"model": args.model, "input": PROMPT[0]["content"], "stream": True, "max_output_tokens": 4096}
+        if args.key:
+            headers["authorization"] = f"Bearer {args.key}"
+        return args.url.rstrip("/") + "/v1/responses", orjson.dumps(body), headers
     if args.api == "anthropic":
         body: dict[str, Any] = {"model": args.model, "max_tokens": 4096, "messages": PROMPT, "stream": stream}
         url = args.url.rstrip("/") + "/v1/messages"
@@ -125,7 +130,7 @@ async def one_stream(pool: Pool, run: Run, head: bytes, measured: bool = True) -
     rec = StreamRecord(measured=measured)
     run.records.append(rec)
     t0 = time.perf_counter()
-    stats = SSEStats(run, rec, run.args.api == "anthropic", measured, t0, gemini=run.args.api == "gemini")
+    stats = SSEStats(run, rec, run.args.api == "anthropic", measured, t0, api=run.args.api)
     opened = False
 
     def on_open(status: int, now: float) -> None:
@@ -315,7 +320,7 @@ def parse_watch(value: str) -> tuple[str, int]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--url", required=True, help="base URL, e.g. http://127.0.0.1:9100")
-    ap.add_argument("--api", choices=("openai", "anthropic", "gemini"), default="openai")
+    ap.add_argument("--api", choices=("openai", "anthropic", "gemini", "responses"), default="openai")
     ap.add_argument("--model", required=True)
     ap.add_argument("--key", default="", help="API key (Bearer, or x-api-key for --api anthropic)")
     ap.add_argument("--mode", choices=("stream", "complete"), default="stream")

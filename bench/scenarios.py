@@ -55,12 +55,18 @@ def med(values: list[float]) -> float | None:
     return statistics.median(vals) if vals else None
 
 
+# the route a door's load needs probed (doors.py): the Messages door's rides the anthropic route's
+DOOR_ROUTES = {"messages": "anthropic", "gemini": "openai", "responses": "openai"}
+
+
 def model_for(target: Target, shape: str, route: str) -> tuple[str, str]:
     """(api, model) to send: direct talks the upstream's own API; gateways get the catalog id."""
     if route == "messages":  # the Messages door on an Anthropic route (doors.py); direct: the emulator's own
         return "anthropic", (f"anth/{shape}" if target.gateway else shape)
     if route == "gemini":  # the Gemini door on a gemini route (doors.py)
         return "gemini", (f"gem/{shape}" if target.gateway else shape)
+    if route == "responses":  # the Responses door on a `responses = true` route (doors.py)
+        return "responses", (f"resp/{shape}" if target.gateway else shape)
     if not target.gateway:
         return route, shape
     return "openai", (f"anth/{shape}" if route == "anthropic" else shape)
@@ -84,7 +90,7 @@ def load(
     warmup: int = 0,
     per_worker: bool = False,
 ) -> dict[str, Any] | None:
-    if target.gateway and {"messages": "anthropic", "gemini": "openai"}.get(route, route) not in target.routes:
+    if target.gateway and DOOR_ROUTES.get(route, route) not in target.routes:
         return None
     api, model = model_for(target, shape, route)
     args = [

@@ -23,13 +23,16 @@ OPENAI_CONTENT = re.compile(rb'"content": ?"[^"]')
 class SSEStats:
     """One stream's SSE, parsed as it arrives, into the load generator's per-stream record."""
 
-    __slots__ = ("anthropic", "buf", "gemini", "last_any", "last_content", "measured", "payload", "rec", "run", "t0")
+    __slots__ = (
+        "anthropic", "buf", "gemini", "last_any", "last_content", "measured", "payload", "rec", "responses", "run", "t0"
+    )  # fmt: skip
 
-    def __init__(self, run: Any, rec: Any, anthropic: bool, measured: bool, t0: float, gemini: bool = False) -> None:
+    def __init__(self, run: Any, rec: Any, anthropic: bool, measured: bool, t0: float, api: str = "") -> None:
         self.run = run
         self.rec = rec
         self.anthropic = anthropic
-        self.gemini = gemini  # no terminal event: the chunk with finishReason ends the answer
+        self.gemini = api == "gemini"  # no terminal event: the chunk with finishReason ends the answer
+        self.responses = api == "responses"
         self.measured = measured
         self.t0 = t0
         self.buf = b""
@@ -64,6 +67,11 @@ class SSEStats:
                     rec.done = True
                 is_content = b'"text_delta"' in event
                 is_error = b'"type":"error"' in event
+            elif self.responses:
+                if b'"response.completed"' in event:
+                    rec.done = True
+                is_content = b'"response.output_text.delta"' in event
+                is_error = b'"response.failed"' in event
             elif self.gemini:
                 if b'"finishReason"' in event:
                     rec.done = True

@@ -11,7 +11,8 @@ Content chunk i is written at t0 + i * delay_ms (an absolute schedule: no drift)
 finish chunk, a usage chunk when `stream_options.include_usage`, `data: [DONE]`) or one JSON
 completion when `stream` is false. `POST /v1/messages` answers Anthropic Messages events (or one
 JSON message). `POST /v1beta/models/{model}:streamGenerateContent` answers Gemini chunks
-(upstream_gemini.py). `GET /stats` reports the emulator's own counters and CPU time.
+(upstream_gemini.py), `POST /v1/responses` Responses API events (upstream_responses.py; streams
+only). `GET /stats` reports the emulator's own counters and CPU time.
 
 Run: `python bench/upstream.py --port 9100` (prints `READY <port>` when listening).
 """
@@ -35,6 +36,7 @@ import httptools
 import orjson
 import uvloop
 from upstream_gemini import GeminiShape
+from upstream_responses import ResponsesShape
 
 WORDS = [b" tide", b" gate", b" flows", b" fast", b" over", b" the", b" quiet", b" sand"]
 MODEL_SHAPE = re.compile(r"bench-(\d+)x(\d+(?:\.\d+)?)")
@@ -225,7 +227,7 @@ class StreamJob:
     def __init__(
         self,
         proto: EmulatorProtocol,
-        shape: OpenAIShape | AnthropicShape | GeminiShape,
+        shape: OpenAIShape | AnthropicShape | GeminiShape | ResponsesShape,
         chunks: int,
         delay_ms: float,
         done_cb: Callable[[], None],
@@ -381,7 +383,8 @@ class EmulatorProtocol(asyncio.Protocol):
             self._done()
             return
         gemini = GEMINI_PATH.match(path)
-        if method != b"POST" or (path not in (b"/v1/chat/completions", b"/v1/messages") and gemini is None):
+        known = (b"/v1/chat/completions", b"/v1/messages", b"/v1/responses")
+        if method != b"POST" or (path not in known and gemini is None):
             self.write(_json_response("404 Not Found", b'{"error":{"message":"no such endpoint"}}', keep_alive))
             self._done()
             return
@@ -405,9 +408,11 @@ class EmulatorProtocol(asyncio.Protocol):
             else:
                 self._reply_later(payload, keep_alive)
             return
-        shape: OpenAIShape | AnthropicShape | GeminiShape
+        shape: OpenAIShape | AnthropicShape | GeminiShape | ResponsesShape
         if gemini is not None:
             shape = GeminiShape(model, chunks, WORDS, http_chunk)
+        elif path == b"/v1/responses":
+            shape = ResponsesShape(model, chunks, WORDS, http_chunk)
         elif anthropic:
             shape = AnthropicShape(model, chunks)
         else:
