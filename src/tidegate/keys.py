@@ -9,7 +9,7 @@ import secrets
 import time
 
 from .ids import new_ulid
-from .store.base import ApiKey, GenerationStore
+from .store.base import ApiKey, KeyStore
 
 KEY_PREFIX = "tg-"
 MASTER_ID = "master"
@@ -40,7 +40,7 @@ class Authenticator:
     """Resolves `Authorization: Bearer <key>` to an ApiKey (revoked and expired ones included: see
     `unusable`), comparing in constant time."""
 
-    def __init__(self, store: GenerationStore, master_key: str | None = None) -> None:
+    def __init__(self, store: KeyStore, master_key: str | None = None) -> None:
         self.store = store
         master = master_key if master_key is not None else os.environ.get("TIDEGATE_MASTER_KEY")
         self._master_hash = hash_secret(master) if master else None

@@ -27,7 +27,7 @@ from ..errors import InsufficientCredits, ModelNotAllowed, RateLimited, quote
 from ..events import UsageReport
 from ..request import GenerationRequest
 from ..store.admit import Ask, Decision, period_floor
-from ..store.base import ApiKey, GenerationStore
+from ..store.base import ApiKey, KeyStore
 from .usage import _PIECE_CHARS, _message_text, cost_of, estimate_prompt_tokens, tokenizer_ready
 
 _log = logging.getLogger("tidegate.keys")
@@ -39,7 +39,7 @@ DEFAULT_OUTPUT_CAP = 4096  # docs/api-operations.md §11: when neither the reque
 class Ticket:
     """A generation's claim on its key, settled once when the generation ends."""
 
-    store: GenerationStore
+    store: KeyStore
     key_id: str
     generation_id: str
     budget_period: str | None
@@ -103,7 +103,7 @@ def rate_headers(d: Decision) -> dict[str, str] | None:
 
 
 class Admission:
-    def __init__(self, store: GenerationStore, owner: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: KeyStore, owner: str, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.owner = owner
         self.clock = clock

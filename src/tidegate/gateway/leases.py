@@ -21,7 +21,7 @@ import os
 import socket
 
 from ..ids import new_ulid
-from ..store.base import GenerationStore
+from ..store.base import LeaseStore
 
 log = logging.getLogger("tidegate.leases")
 
@@ -34,7 +34,7 @@ def new_owner() -> str:
 class Leases:
     """Renews `owner`'s lease and sweeps the expired ones, every third of `ttl_s`."""
 
-    def __init__(self, store: GenerationStore, owner: str, ttl_s: float) -> None:
+    def __init__(self, store: LeaseStore, owner: str, ttl_s: float) -> None:
         self.store = store
         self.owner = owner
         self.ttl_s = ttl_s

@@ -44,8 +44,8 @@ from ..store.base import (
     LOG_FRAME,
     LOG_JSON,
     GenerationRecord,
-    GenerationStore,
     LogRun,
+    RecordsAndLogs,
     Usage,
     usage_of,
 )
@@ -61,7 +61,7 @@ PACE_SAMPLES = 240
 
 @dataclass(slots=True)
 class Recorder:
-    store: GenerationStore
+    store: RecordsAndLogs
     record: GenerationRecord
     messages: list[dict[str, Any]]
     pricing: Pricing | None

@@ -15,11 +15,11 @@ from dataclasses import replace
 import orjson
 
 from ..events import ReasoningDelta, TextDelta
-from ..store.base import LOG_COMMIT, LOG_EVENT, GenerationRecord, GenerationStore
+from ..store.base import LOG_COMMIT, LOG_EVENT, GenerationRecord, LogStore
 from .eventlog import decode_event
 
 
-async def who_served(store: GenerationStore, record: GenerationRecord) -> GenerationRecord:
+async def who_served(store: LogStore, record: GenerationRecord) -> GenerationRecord:
     """`record` with provider, served model and attempts from the commit log when it lacks them (a
     record still running elsewhere, or one whose owner died)."""
     if record.provider or record.idempotency_key is None:
@@ -36,7 +36,7 @@ async def who_served(store: GenerationStore, record: GenerationRecord) -> Genera
     )
 
 
-async def recovered(store: GenerationStore, record: GenerationRecord) -> GenerationRecord:
+async def recovered(store: LogStore, record: GenerationRecord) -> GenerationRecord:
     """An `interrupted` record the sweep ended, with the output its logs hold; any other as it is."""
     if record.status != "interrupted" or record.idempotency_key is None:
         return record

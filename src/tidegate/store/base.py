@@ -307,8 +307,8 @@ class SharedRouteHealth(Protocol):
         ...
 
 
-class GenerationStore(Protocol):
-    """Everything tidegate persists. Every implementation passes the same test suite."""
+class Lifecycle(Protocol):
+    """A store's life: connect, answer a health check, forget what is past keeping."""
 
     async def open(self) -> None: ...
 
@@ -316,7 +316,15 @@ class GenerationStore(Protocol):
 
     async def ping(self) -> bool: ...
 
-    # API keys
+    async def prune(self, older_than: float) -> int:
+        """Forget idempotency keys and event logs older than `older_than` (unix time); records stay (the
+        ledger). Returns the number of keys forgotten."""
+        ...
+
+
+class KeyStore(Protocol):
+    """API keys and admission (docs/keys.md): the keys, their credits and limits, the usage report."""
+
     async def create_key(self, key: ApiKey) -> None: ...
 
     async def find_key_by_hash(self, secret_hash: str) -> ApiKey | None: ...
@@ -355,7 +363,10 @@ class GenerationStore(Protocol):
         """docs/api-operations.md §11's usage report over the records created in [start, end)."""
         ...
 
-    # Generations
+
+class RecordStore(Protocol):
+    """Generation records (the ledger) and their idempotency keys."""
+
     async def create_generation(self, record: GenerationRecord) -> None: ...
 
     async def begin_generation(self, record: GenerationRecord) -> BeginResult:
@@ -364,28 +375,6 @@ class GenerationStore(Protocol):
         ...
 
     async def find_idempotent(self, key_id: str, idempotency_key: str) -> GenerationRecord | None: ...
-
-    async def append_log(self, generation_id: str, runs: list[LogRun]) -> None:
-        """Append runs of entries to a generation's logs. Runs of one kind never overlap, but for one
-        entry written again at the same seq (the JSON answer at 0), which replaces the first."""
-        ...
-
-    async def read_log(self, generation_id: str, kind: str, after_seq: int = -1) -> list[tuple[int, bytes]]: ...
-
-    def follow(self, generation_id: str) -> contextlib.AbstractAsyncContextManager[LogTail]:
-        """A live follower's wait (another process runs the generation). Entered before the
-        follower's first read, so nothing appended after that read goes unannounced."""
-        ...
-
-    def route_health(self) -> SharedRouteHealth | None:
-        """Where instances sharing this store share route health (breakers), or None: each process
-        keeps its own."""
-        ...
-
-    async def prune(self, older_than: float) -> int:
-        """Forget idempotency keys and event logs older than `older_than` (unix time); records stay (the
-        ledger). Returns the number of keys forgotten."""
-        ...
 
     async def update_generation(self, record: GenerationRecord, log: list[LogRun] | None = None) -> bool:
         """Write the record's outcome: status, provider, served model, attempts, finish reason, usage,
@@ -407,7 +396,26 @@ class GenerationStore(Protocol):
         """The newest `limit` records (of one key when `key_id` is given), newest first."""
         ...
 
-    # Leases (docs/api-operations.md §10): every gateway process start is an owner with a lease it renews.
+
+class LogStore(Protocol):
+    """A generation's logs (frames, events, the JSON answer) and their live followers."""
+
+    async def append_log(self, generation_id: str, runs: list[LogRun]) -> None:
+        """Append runs of entries to a generation's logs. Runs of one kind never overlap, but for one
+        entry written again at the same seq (the JSON answer at 0), which replaces the first."""
+        ...
+
+    async def read_log(self, generation_id: str, kind: str, after_seq: int = -1) -> list[tuple[int, bytes]]: ...
+
+    def follow(self, generation_id: str) -> contextlib.AbstractAsyncContextManager[LogTail]:
+        """A live follower's wait (another process runs the generation). Entered before the
+        follower's first read, so nothing appended after that read goes unannounced."""
+        ...
+
+
+class LeaseStore(Protocol):
+    """Leases (docs/api-operations.md §10): every gateway process start is an owner with a lease it renews."""
+
     async def renew_lease(self, owner: str, ttl_s: float) -> bool:
         """Create or extend `owner`'s lease to expire `ttl_s` from now (the store's clock where it has
         one). Returns False when `owner` held no lease: its first renewal, or a lease that expired and
@@ -424,3 +432,21 @@ class GenerationStore(Protocol):
         leases go. `orphans`: also those whose owner never held a lease (records of versions before
         leases; a starting gateway asks once). Returns how many records were marked."""
         ...
+
+
+class RouteHealthSource(Protocol):
+    """Where route health is shared between instances."""
+
+    def route_health(self) -> SharedRouteHealth | None:
+        """Where instances sharing this store share route health (breakers), or None: each process
+        keeps its own."""
+        ...
+
+
+class RecordsAndLogs(RecordStore, LogStore, Protocol):
+    """What a running generation writes (gateway/recorder.py) and a follower reads."""
+
+
+class GenerationStore(Lifecycle, KeyStore, RecordStore, LogStore, LeaseStore, RouteHealthSource, Protocol):
+    """Everything tidegate persists: every role above. Every implementation passes the same test
+    suite; a consumer is typed with the role it uses."""
