@@ -16,13 +16,14 @@ import click
 
 from .cli_keys import keys
 from .cli_seed import seed_generations
-from .config import Config, store_backend
+from .config import Config
 from .config_load import load_config
 from .errors import ConfigError
 from .keys import make_key
 from .server.workers import STARTUP_FAILURE, Supervisor, announcing_server, claim_port, reuse_port_supported
 from .store.console import console_of
 from .store.open import open_store
+from .store_url import store_backend
 
 T = TypeVar("T")
 

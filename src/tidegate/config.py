@@ -185,23 +185,6 @@ class ServerConfig(Struct, frozen=True, forbid_unknown_fields=True):
     ] = 3600.0
 
 
-StoreBackend = Literal["sqlite", "redis", "postgres"]
-_STORE_SCHEMES: dict[str, StoreBackend] = {
-    "sqlite": "sqlite",
-    "redis": "redis",
-    "rediss": "redis",
-    "postgresql": "postgres",
-    "postgres": "postgres",
-}
-
-
-def store_backend(url: str) -> StoreBackend | None:
-    """The store a `store.url` names, by its scheme (None: no store has it). The one scheme table:
-    config validation, `store/open.py` and `tidegate db upgrade` all ask here."""
-    scheme, sep, _ = url.partition("://")
-    return _STORE_SCHEMES.get(scheme) if sep else None
-
-
 class StoreConfig(Struct, frozen=True, forbid_unknown_fields=True):
     url: Annotated[
         str,

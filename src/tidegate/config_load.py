@@ -25,13 +25,13 @@ from .config import (
     ProviderConfig,
     ServerConfig,
     StoreConfig,
-    store_backend,
 )
 from .config_upstream import check_connection, upstream_url
 from .config_values import check_keys, convert, table
 from .config_where import error_path, line_of
 from .errors import ConfigError
 from .header_rules import header_problem
+from .store_url import store_backend
 
 _ROOT_KEYS = {"server", "store", "providers", "models", "mcp", "logging"}
 _ROUTER_ONLY = ("candidates", "policy", "balanced_within_pct")

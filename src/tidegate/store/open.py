@@ -3,7 +3,7 @@ types), so the concrete stores import `base.py` and nothing imports them back.""
 
 from __future__ import annotations
 
-from ..config import store_backend
+from ..store_url import store_backend
 from .base import GenerationStore
 
 

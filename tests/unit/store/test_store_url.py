@@ -1,4 +1,4 @@
-"""One scheme table (config.store_backend) decides the store a `store.url` names: the config
+"""One scheme table (store_url.store_backend) decides the store a `store.url` names: the config
 check, `open_store` and `tidegate db upgrade` (tests/integration/test_migrations.py) all read it."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tidegate.config import store_backend
 from tidegate.config_load import load_text
 from tidegate.errors import ConfigError
 from tidegate.store.open import open_store
 from tidegate.store.postgres import PostgresStore
 from tidegate.store.redis import RedisStore
 from tidegate.store.sqlite import SQLiteStore
+from tidegate.store_url import store_backend
 
 
 @pytest.mark.parametrize(
