@@ -34,7 +34,6 @@ from .admin import cache as cache_admin
 from .admin import keys as keys_admin
 from .admin import routes as routes_admin
 from .admin import sessions as sessions_admin
-from .admin import sessions as sessions_admin
 from .bodies import UnfinishedBodies
 from .doors.chat import handler as chat
 from .doors.embeddings import handler as embeddings_door
@@ -70,7 +69,6 @@ _ROUTES: list[tuple[str, re.Pattern[str], KeyedHandler]] = [
     ("GET", re.compile(r"^/api/v1/generations$"), generations.list_generations),
     ("GET", re.compile(r"^/api/v1/generations/(?P<id>[0-9A-Za-z]{1,64})$"), generations.get_generation),
     ("GET", re.compile(r"^/api/v1/routes$"), routes_admin.list_routes),
-    ("GET", re.compile(r"^/api/v1/sessions$"), sessions_admin.list_sessions),
     ("GET", re.compile(r"^/api/v1/sessions$"), sessions_admin.list_sessions),
     ("GET", re.compile(r"^/api/v1/stats/series$"), stats.stats_series),
     ("GET", re.compile(r"^/api/v1/audit$"), audit.list_audit),

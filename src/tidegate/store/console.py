@@ -10,6 +10,7 @@ log-spaced bounds, so buckets add up and any sum of them still gives a p50/p95.
 from __future__ import annotations
 
 import bisect
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -77,6 +78,38 @@ class Rollup:
             cost=float(r.cost),
             ttft_bucket=ttft_bucket(r.ttft_ms),
         )
+
+
+class RollupBuffer:
+    """Ended records' rollups summed in memory, to be written together: one row per (bucket, group)
+    however many records ended in it (SQLite, where each upsert inside the record's own transaction
+    doubled the WAL pages a request writes: store/sqlite_console.py). Records end on the loop and on
+    the store thread, hence the lock."""
+
+    def __init__(self) -> None:
+        self._rows: dict[tuple[int, int, str, str, str], list[Any]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, r: Rollup) -> None:
+        with self._lock:
+            for res in RESOLUTIONS:
+                key = (res, int(r.created_at // res) * res, r.model, r.provider, r.key_id)
+                sums = self._rows.get(key)
+                if sums is None:
+                    sums = self._rows[key] = [0, 0, 0, 0, 0.0] + [0] * HIST_BUCKETS
+                sums[0] += 1
+                sums[1] += int(r.error)
+                sums[2] += r.input_tokens
+                sums[3] += r.output_tokens
+                sums[4] += r.cost
+                if r.ttft_bucket >= 0:
+                    sums[5 + r.ttft_bucket] += 1
+
+    def take(self) -> list[tuple[Any, ...]]:
+        """The summed rows (`console_sql.rollup_add`'s parameters), emptying the buffer."""
+        with self._lock:
+            rows, self._rows = self._rows, {}
+        return [(*key, *sums) for key, sums in rows.items()]
 
 
 @dataclass(slots=True)

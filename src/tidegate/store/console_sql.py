@@ -5,23 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .console import GROUP_COLUMNS, HIST_BUCKETS, RESOLUTIONS, Bucket, LogFilter, Rollup, SeriesQuery
+from .console import GROUP_COLUMNS, HIST_BUCKETS, RESOLUTIONS, Bucket, LogFilter, SeriesQuery
 from .rows import GEN_COLUMNS
 
 Placeholder = Callable[[int], str]
 _HIST = [f"h{i}" for i in range(HIST_BUCKETS)]
 _SUMS = ("requests", "errors", "input_tokens", "output_tokens", "cost", *_HIST)
-
-
-def rollup_upsert(p: Placeholder) -> str:
-    """One bucket row's upsert: (res, t, model, provider, key_id, errors, input, output, cost, ttft bucket)."""
-    hist = ", ".join(f"CASE WHEN {p(10)} = {i} THEN 1 ELSE 0 END" for i in range(HIST_BUCKETS))
-    adds = ", ".join(f"{c} = console_rollup.{c} + excluded.{c}" for c in _SUMS)
-    return (
-        f"INSERT INTO console_rollup (res, t, model, provider, key_id, {', '.join(_SUMS)})"
-        f" VALUES ({', '.join(p(i) for i in range(1, 6))}, 1, {', '.join(p(i) for i in range(6, 10))}, {hist})"
-        f" ON CONFLICT (res, t, model, provider, key_id) DO UPDATE SET {adds}"
-    )
 
 
 def rollup_add(p: Placeholder) -> str:
@@ -34,15 +23,6 @@ def rollup_add(p: Placeholder) -> str:
         f" VALUES ({', '.join(p(i) for i in range(1, n + 1))})"
         f" ON CONFLICT (res, t, model, provider, key_id) DO UPDATE SET {adds}"
     )
-
-
-def rollup_rows(r: Rollup) -> list[tuple[Any, ...]]:
-    """`rollup_upsert`'s parameters for each bucket width the record adds to."""
-    return [
-        (res, int(r.created_at // res) * res, r.model, r.provider, r.key_id, int(r.error), r.input_tokens,
-         r.output_tokens, r.cost, r.ttft_bucket)
-        for res in RESOLUTIONS
-    ]  # fmt: skip
 
 
 def series_sql(q: SeriesQuery, p: Placeholder) -> tuple[str, list[Any]]:

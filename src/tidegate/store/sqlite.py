@@ -137,6 +137,7 @@ class SQLiteStore:
         self._checkpointing = False
         self._checkpoints = 0
         self._commits = GroupCommit(self._loop_db, self._db, self._executor, self._committed)
+        self.rollups = sqlite_console.SQLiteRollups(self)
         self._lease_first: dict[str, int] = {}  # owner -> the newest rowid before its first record
 
     def _connect(self, busy_timeout_ms: int, autocheckpoint: bool) -> sqlite3.Connection:
@@ -229,11 +230,13 @@ class SQLiteStore:
 
     async def open(self) -> None:
         await self._run(self._db)
+        self.rollups.start()
 
     def open_sync(self) -> None:
         self._db()
 
     async def close(self) -> None:
+        await self.rollups.stop()
         if self._loop_conn is not None:
             self._loop_conn.close()
             self._loop_conn = None
@@ -339,8 +342,8 @@ class SQLiteStore:
             if rows:
                 db.executemany(_INSERT_LOG_BATCH, rows)
             applied = db.execute(_UPDATE_GENERATION, params).rowcount > 0
-            if applied and ended:  # the console's rollups, in the same transaction (store/sqlite_console.py)
-                sqlite_console.roll_up(db, record)
+            if applied and ended:  # the console's rollups, summed and written apart (store/sqlite_console.py)
+                self.rollups.add(record)
             return _stored_bytes(rows), applied
 
         if self._memory:

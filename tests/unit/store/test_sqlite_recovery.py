@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 import sqlite3
 import time
 from pathlib import Path
 
+import tidegate.store
 from tidegate.ids import new_ulid
 from tidegate.store.base import GenerationRecord
 from tidegate.store.sqlite import SQLiteStore
@@ -27,9 +29,13 @@ def _indexes(path: Path) -> set[str]:
         return {row[0] for row in rows}
 
 
-async def test_a_request_writes_at_most_three_and_a_half_wal_frames(tmp_path: Path) -> None:
+async def test_a_request_writes_at_most_six_and_a_half_wal_frames(tmp_path: Path) -> None:
     """The record before the upstream call and its final state: the table's page and the id's index,
-    then the table's page again (an index on status added two more, one on `created_at` one: 4.19)."""
+    then the table's page again (an index on status added two more, one on `created_at` one: 4.19); the
+    console's keyset indexes (created_at, key_id and model, each with id: docs/console-api.md) take it
+    from 3.5 to 6.2, the price of every log page answering in milliseconds at 1,000,000 records. The
+    console's rollups are not written in the record's transaction (store/sqlite_console.py): there
+    they added one more page a request (7.2)."""
     path = tmp_path / "t.db"
     store = SQLiteStore(f"sqlite:///{path}")
     await store.open()
@@ -48,9 +54,15 @@ async def test_a_request_writes_at_most_three_and_a_half_wal_frames(tmp_path: Pa
                 dataclasses.replace(rec, status="completed", finish_reason="stop", output_text="hello " * 30)
             )
         frames = ((path.parent / "t.db-wal").stat().st_size - WAL_HEADER) / (page_size + WAL_FRAME_HEADER)
-        assert frames / pairs <= 3.5, f"{frames / pairs:.2f} WAL frames per request"
+        assert frames / pairs <= 6.5, f"{frames / pairs:.2f} WAL frames per request"
     finally:
         await store.close()
+
+
+def _tables_of_migrations_since_0009() -> list[str]:
+    folder = Path(tidegate.store.__file__).parent / "migrations" / "sqlite"
+    text = "".join(f.read_text() for f in sorted(folder.glob("*.sql")) if f.name >= "0009")
+    return re.findall(r"CREATE TABLE (?:IF NOT EXISTS )?(\w+)", text)
 
 
 async def test_a_database_from_before_loses_its_dropped_indexes_and_its_running_records_are_found(
@@ -65,7 +77,17 @@ async def test_a_database_from_before_loses_its_dropped_indexes_and_its_running_
         await store.begin_generation(rec)
     await store.update_generation(dataclasses.replace(done, status="completed"))
     await store.close()
+    fresh = tmp_path / "fresh.db"  # the indexes a database made by this version has
+    fresh_store = SQLiteStore(f"sqlite:///{fresh}")
+    await fresh_store.open()
+    await fresh_store.close()
     with sqlite3.connect(path) as db:  # what an earlier version left on disk
+        for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL").fetchall():
+            db.execute(f"DROP INDEX {name}")  # an earlier version had none of today's indexes
+        for table in _tables_of_migrations_since_0009():  # nor their tables or columns
+            db.execute(f"DROP TABLE IF EXISTS {table}")
+        for column in ("agent_session", "hints"):
+            db.execute(f"ALTER TABLE generations DROP COLUMN {column}")
         db.execute("CREATE INDEX generations_status ON generations(status)")
         db.execute("CREATE INDEX generations_created ON generations(created_at)")
         db.execute("DROP TABLE instance_starts")
@@ -83,7 +105,7 @@ async def test_a_database_from_before_loses_its_dropped_indexes_and_its_running_
     store = SQLiteStore(f"sqlite:///{path}")
     await store.open()
     try:
-        assert _indexes(path) == {"sqlite_autoindex_generations_1"}
+        assert _indexes(path) == _indexes(fresh)  # the dropped ones gone, today's made
         # records of versions before leases: no owner holds one, a starting gateway's sweep finds them
         assert await store.sweep_leases(orphans=True) == 3
         for rec in running:

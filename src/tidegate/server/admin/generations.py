@@ -19,7 +19,7 @@ from .live import as_it_stands
 async def get_generation(req: Request, state: AppState, key: ApiKey) -> None:
     gid = req.path_params["id"]
     record = await state.store.get_generation(gid)
-    if record is None or (record.key_id != key.id and not key.is_master):
+    if record is None or (record.key_id != key.id and not (key.is_master or key.admin)):
         raise GenerationNotFound(f"no generation {quote(gid)} for this API key")
     record = await as_it_stands(state, await recovered(state.store, record))
     await req.respond_json(200, {**record.public(), "key_id": record.key_id, **(await body_log.shown(state, record))})
@@ -28,7 +28,7 @@ async def get_generation(req: Request, state: AppState, key: ApiKey) -> None:
 async def cancel_generation(req: Request, state: AppState, key: ApiKey) -> None:
     gid = req.path_params["id"]
     record = await state.store.get_generation(gid)
-    if record is None or (record.key_id != key.id and not key.is_master):
+    if record is None or (record.key_id != key.id and not (key.is_master or key.admin)):
         raise GenerationNotFound(f"no generation {quote(gid)} for this API key")
     state.gateway.cancel(gid)
     await req.respond_json(202, record.public())
