@@ -21,7 +21,7 @@ from .config_load import load_config
 from .errors import ConfigError
 from .keys import make_key
 from .server.workers import STARTUP_FAILURE, Supervisor, announcing_server, claim_port, reuse_port_supported
-from .store.console import console_of
+from .store.facets import console_of
 from .store.open import open_store
 from .store_url import store_backend
 

@@ -25,8 +25,9 @@ import orjson
 from .. import metrics
 from ..config import ServerConfig
 from ..request import GenerationRequest
-from ..store.affinity import AffinityStore, affinity_of
+from ..store.affinity import AffinityStore
 from ..store.base import GenerationStore
+from ..store.facets import affinity_of
 from .health import CLOSED, Health
 from .router import Resolved
 

@@ -19,7 +19,7 @@ from ..gateway.router import Router
 from ..ids import new_ulid
 from ..keys import Authenticator, unusable
 from ..store.base import ApiKey, GenerationStore
-from ..store.console import console_of
+from ..store.facets import console_of
 from ..store.open import open_store
 from . import (
     access_log,

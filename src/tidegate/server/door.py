@@ -28,7 +28,7 @@ from ..gateway.relay import KEEPALIVE
 from ..request import GenerationRequest
 from ..sse import encode_comment
 from ..store.base import ApiKey
-from ..store.cache import cache_store
+from ..store.facets import cache_store
 from . import access_log, body_log
 from .disconnect import DisconnectWatch
 from .hints import session_hints

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .base import GenerationStore
-
 
 class AffinityStore(Protocol):
     async def route_for(self, key: str, now: float) -> str | None:
@@ -18,21 +16,3 @@ class AffinityStore(Protocol):
     async def remember(self, key: str, route: str, expires_at: float) -> None:
         """`route` serves `key` until `expires_at` (replacing what was there)."""
         ...
-
-
-def affinity_of(store: GenerationStore) -> AffinityStore:
-    """The affinity side of an open store (each backend's module is imported only when used)."""
-    kind = type(store).__name__
-    if kind == "SQLiteStore":
-        from .sqlite_affinity import SQLiteAffinity
-
-        return SQLiteAffinity(store)  # type: ignore[arg-type]
-    if kind == "PostgresStore":
-        from .postgres_affinity import PostgresAffinity
-
-        return PostgresAffinity(store)  # type: ignore[arg-type]
-    if kind == "RedisStore":
-        from .redis_affinity import RedisAffinity
-
-        return RedisAffinity(store)  # type: ignore[arg-type]
-    raise TypeError(f"no affinity store for {kind}")

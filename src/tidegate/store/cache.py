@@ -98,24 +98,3 @@ class CacheStore(Protocol):
     async def counts(self, since: float) -> list[CountRow]:
         """The counters of every hour from `since`'s on, summed per (model, key)."""
         ...
-
-
-def cache_store(store: Any) -> CacheStore:
-    """The cache's storage over the store the gateway opened (the same connections)."""
-    from .postgres import PostgresStore
-    from .redis import RedisStore
-    from .sqlite import SQLiteStore
-
-    if isinstance(store, SQLiteStore):
-        from .sqlite_cache import SQLiteCache
-
-        return SQLiteCache(store)
-    if isinstance(store, PostgresStore):
-        from .postgres_cache import PostgresCache
-
-        return PostgresCache(store)
-    if isinstance(store, RedisStore):
-        from .redis_cache import RedisCache
-
-        return RedisCache(store)
-    raise TypeError(f"no response cache for {type(store).__name__}")

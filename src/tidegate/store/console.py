@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .base import GenerationRecord, GenerationStore
+from .base import GenerationRecord
 
 # Upper bounds (ms) of the TTFT histogram's buckets: 5 ms x 1.5^i, 5 ms to ~56 s; one more bucket
 # holds what is above the last. Log-spaced: a percentile read from it is within ~25 % at any scale.
@@ -227,27 +227,3 @@ class ConsoleStore(Protocol):
     async def prune(self, now: float, body_retention_s: float) -> int:
         """Drop rollup buckets past their resolution's retention and bodies past `body_retention_s`."""
         ...
-
-
-def console_of(store: GenerationStore) -> ConsoleStore:
-    """The console side of an open store (each backend's module is imported only when used)."""
-    kind = type(store).__name__
-    if kind == "SQLiteStore":
-        from .sqlite import SQLiteStore
-        from .sqlite_console import SQLiteConsole
-
-        assert isinstance(store, SQLiteStore)
-        return SQLiteConsole(store)
-    if kind == "PostgresStore":
-        from .postgres import PostgresStore
-        from .postgres_console import PostgresConsole
-
-        assert isinstance(store, PostgresStore)
-        return PostgresConsole(store)
-    if kind == "RedisStore":
-        from .redis import RedisStore
-        from .redis_console import RedisConsole
-
-        assert isinstance(store, RedisStore)
-        return RedisConsole(store)
-    raise TypeError(f"no console store for {kind}")

@@ -17,8 +17,8 @@ import asyncpg  # type: ignore[import-untyped]
 import orjson
 
 from . import logpack
-from . import postgres_console as pg_console
 from . import postgres_keys as pg_keys
+from . import postgres_rollups as pg_rollups
 from .admit import Ask, Decision
 from .base import (
     INTERRUPTED_ERROR,
@@ -41,8 +41,8 @@ _UPDATE_GEN = (
     + ", ".join(f"{c} = ${i + 2}" for i, c in enumerate(_GEN_NAMES[1:]))
     + " WHERE id = $1 AND status = 'in_progress'"  # a record a lease sweep marked keeps its outcome
 )
-# The final update and the record's rollups in one statement (store/postgres_console.py)
-_FINAL_GEN = pg_console.final_update(_UPDATE_GEN, GEN_COUNT + 1)
+# The final update and the record's rollups in one statement (store/postgres_rollups.py)
+_FINAL_GEN = pg_rollups.final_update(_UPDATE_GEN, GEN_COUNT + 1)
 # A flush writes one row per run of entries (`logpack`): a row per entry cost a stream with an
 # Idempotency-Key more than the rest of its relay (an index entry, a heap tuple and WAL per chunk). A run
 # written again from its first seq (a retry of a write that failed) replaces the first write. Rows of the
@@ -201,7 +201,7 @@ class PostgresStore:
             async with self.pool.acquire() as conn, conn.transaction():
                 await conn.executemany(_UPSERT_LOG, rows)
                 return _count(await conn.execute(_UPDATE_GEN, *_params(record))) > 0
-        args = (*_params(record), *pg_console.final_params(record))  # the outcome and the console's rollups
+        args = (*_params(record), *pg_rollups.final_params(record))  # the outcome and the console's rollups
         if not rows:
             return int(await self.pool.fetchval(_FINAL_GEN, *args)) > 0
         async with self.pool.acquire() as conn, conn.transaction():

@@ -30,7 +30,7 @@ from redis.asyncio.client import PubSub
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
-from . import logpack, redis_console, redis_keys
+from . import logpack, redis_keys, redis_rollups
 from . import redis_scripts as scripts
 from .admit import Ask, Decision
 from .base import (
@@ -273,7 +273,7 @@ class RedisStore:
             await self.append_log(record.id, log)  # first: the outcome is never seen before its log
         written = await self._put("update", record)
         if written and record.status != "in_progress":
-            await redis_console.roll_up(self, record)  # the console's rollups (store/redis_console.py)
+            await redis_rollups.roll_up(self._redis, self._k, record)  # the console's (store/redis_rollups.py)
         return written
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None:

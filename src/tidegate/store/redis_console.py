@@ -23,7 +23,6 @@ from .console import (
     Bodies,
     Bucket,
     LogFilter,
-    Rollup,
     SeriesQuery,
 )
 
@@ -31,33 +30,10 @@ if TYPE_CHECKING:
     from .base import GenerationRecord
     from .redis import RedisStore
 
-_SEP = "\x1f"
-_SUM = "\x1e"
+from .redis_rollups import _SEP, _SUM
+
 _PAGE = 200  # ids read from `console:gens` per round while a filtered page fills
 _SCAN_LIMIT = 20_000  # records looked at for one filtered page at most (Redis has no per-filter index)
-
-
-async def roll_up(store: RedisStore, record: GenerationRecord) -> None:
-    """One round trip per ended record (a pipeline, not a transaction: each sum is its own HINCRBY)."""
-    r = Rollup.of(record)
-    group = _SEP.join((r.model, r.provider, r.key_id)) + _SUM
-    pipe = store._redis.pipeline(transaction=False)
-    for res, keep in RESOLUTIONS.items():
-        key = store._k("roll", str(res), str(int(r.created_at // res) * res))
-        pipe.hincrby(key, group + "r", 1)
-        if r.error:
-            pipe.hincrby(key, group + "e", 1)
-        if r.input_tokens:
-            pipe.hincrby(key, group + "i", r.input_tokens)
-        if r.output_tokens:
-            pipe.hincrby(key, group + "o", r.output_tokens)
-        if r.cost:
-            pipe.hincrbyfloat(key, group + "c", r.cost)
-        if r.ttft_bucket >= 0:
-            pipe.hincrby(key, group + f"h{r.ttft_bucket}", 1)
-        pipe.expire(key, keep)
-    pipe.zadd(store._k("console", "gens"), {record.id: record.created_at})
-    await pipe.execute()
 
 
 def _buckets(t: float, flat: dict[bytes, bytes], q: SeriesQuery) -> dict[str, Bucket]:

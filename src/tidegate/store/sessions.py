@@ -10,8 +10,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .base import GenerationStore
-
 
 @dataclass(frozen=True, slots=True)
 class SessionSummary:
@@ -111,21 +109,3 @@ def summarise_records(
     listed = sorted(groups.values(), key=lambda g: -g[6])[:limit]
     names = {g[0] for g in listed}
     return summaries(listed, sorted((m for m in models if m[0] in names), key=lambda m: m[1]))
-
-
-def sessions_of(store: GenerationStore) -> SessionStore:
-    """The sessions side of an open store (each backend's module is imported only when used)."""
-    kind = type(store).__name__
-    if kind == "SQLiteStore":
-        from .sqlite_sessions import SQLiteSessions
-
-        return SQLiteSessions(store)  # type: ignore[arg-type]
-    if kind == "PostgresStore":
-        from .postgres_sessions import PostgresSessions
-
-        return PostgresSessions(store)  # type: ignore[arg-type]
-    if kind == "RedisStore":
-        from .redis_sessions import RedisSessions
-
-        return RedisSessions(store)  # type: ignore[arg-type]
-    raise TypeError(f"no session store for {kind}")

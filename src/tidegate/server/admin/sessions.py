@@ -8,7 +8,7 @@ import time
 
 from ...errors import InvalidRequest
 from ...store.base import ApiKey
-from ...store.sessions import sessions_of
+from ...store.facets import sessions_of
 from ..http import Request
 from ..state import AppState
 
