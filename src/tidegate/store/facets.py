@@ -6,91 +6,43 @@ from the protocol modules so that no module both names a protocol and imports it
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import Any, cast
 
 from .affinity import AffinityStore
-from .base import GenerationStore
 from .cache import CacheStore
 from .console import ConsoleStore
 from .sessions import SessionStore
 
+# the store class's name -> the prefix of its concern modules and classes
+_BACKENDS = {
+    "SQLiteStore": ("sqlite", "SQLite"),
+    "PostgresStore": ("postgres", "Postgres"),
+    "RedisStore": ("redis", "Redis"),
+}
+
+
+def _facet(store: Any, concern: str, cls: str) -> Any:
+    """`<backend>_<concern>.<Backend><cls>(store)` for the open store's backend."""
+    kind = type(store).__name__
+    if kind not in _BACKENDS:
+        raise TypeError(f"no {concern} store for {kind}")
+    module, prefix = _BACKENDS[kind]
+    return getattr(importlib.import_module(f".{module}_{concern}", __package__), prefix + cls)(store)
+
 
 def cache_store(store: Any) -> CacheStore:
     """The cache's storage over the store the gateway opened (the same connections)."""
-    from .postgres import PostgresStore
-    from .redis import RedisStore
-    from .sqlite import SQLiteStore
-
-    if isinstance(store, SQLiteStore):
-        from .sqlite_cache import SQLiteCache
-
-        return SQLiteCache(store)
-    if isinstance(store, PostgresStore):
-        from .postgres_cache import PostgresCache
-
-        return PostgresCache(store)
-    if isinstance(store, RedisStore):
-        from .redis_cache import RedisCache
-
-        return RedisCache(store)
-    raise TypeError(f"no response cache for {type(store).__name__}")
+    return cast(CacheStore, _facet(store, "cache", "Cache"))
 
 
-def sessions_of(store: GenerationStore) -> SessionStore:
-    """The sessions side of an open store (each backend's module is imported only when used)."""
-    kind = type(store).__name__
-    if kind == "SQLiteStore":
-        from .sqlite_sessions import SQLiteSessions
-
-        return SQLiteSessions(store)  # type: ignore[arg-type]
-    if kind == "PostgresStore":
-        from .postgres_sessions import PostgresSessions
-
-        return PostgresSessions(store)  # type: ignore[arg-type]
-    if kind == "RedisStore":
-        from .redis_sessions import RedisSessions
-
-        return RedisSessions(store)  # type: ignore[arg-type]
-    raise TypeError(f"no session store for {kind}")
+def sessions_of(store: Any) -> SessionStore:
+    return cast(SessionStore, _facet(store, "sessions", "Sessions"))
 
 
-def console_of(store: GenerationStore) -> ConsoleStore:
-    """The console side of an open store (each backend's module is imported only when used)."""
-    kind = type(store).__name__
-    if kind == "SQLiteStore":
-        from .sqlite import SQLiteStore
-        from .sqlite_console import SQLiteConsole
-
-        assert isinstance(store, SQLiteStore)
-        return SQLiteConsole(store)
-    if kind == "PostgresStore":
-        from .postgres import PostgresStore
-        from .postgres_console import PostgresConsole
-
-        assert isinstance(store, PostgresStore)
-        return PostgresConsole(store)
-    if kind == "RedisStore":
-        from .redis import RedisStore
-        from .redis_console import RedisConsole
-
-        assert isinstance(store, RedisStore)
-        return RedisConsole(store)
-    raise TypeError(f"no console store for {kind}")
+def console_of(store: Any) -> ConsoleStore:
+    return cast(ConsoleStore, _facet(store, "console", "Console"))
 
 
-def affinity_of(store: GenerationStore) -> AffinityStore:
-    """The affinity side of an open store (each backend's module is imported only when used)."""
-    kind = type(store).__name__
-    if kind == "SQLiteStore":
-        from .sqlite_affinity import SQLiteAffinity
-
-        return SQLiteAffinity(store)  # type: ignore[arg-type]
-    if kind == "PostgresStore":
-        from .postgres_affinity import PostgresAffinity
-
-        return PostgresAffinity(store)  # type: ignore[arg-type]
-    if kind == "RedisStore":
-        from .redis_affinity import RedisAffinity
-
-        return RedisAffinity(store)  # type: ignore[arg-type]
-    raise TypeError(f"no affinity store for {kind}")
+def affinity_of(store: Any) -> AffinityStore:
+    return cast(AffinityStore, _facet(store, "affinity", "Affinity"))
