@@ -23,7 +23,7 @@ from pathlib import Path
 import uvloop
 
 from tidegate.ids import new_ulid
-from tidegate.store.base import LOG_FRAME, LOG_JSON, GenerationRecord, LogRun
+from tidegate.records import LOG_FRAME, LOG_JSON, GenerationRecord, LogRun
 from tidegate.store.sqlite import SQLiteStore
 
 _FRAME = b"data: " + b"x" * 600 + b"\n\n"

@@ -9,7 +9,8 @@ import secrets
 import time
 
 from .ids import new_ulid
-from .store.base import ApiKey, KeyStore
+from .records import ApiKey
+from .store.base import KeyStore
 
 KEY_PREFIX = "tg-"
 MASTER_ID = "master"

@@ -25,9 +25,10 @@ from .. import metrics
 from ..config import ModelConfig, Pricing
 from ..errors import InsufficientCredits, ModelNotAllowed, RateLimited, quote
 from ..events import UsageReport
+from ..records import ApiKey
 from ..request import GenerationRequest
 from ..store.admit import Ask, Decision, period_floor
-from ..store.base import ApiKey, KeyStore
+from ..store.base import KeyStore
 from .usage import _PIECE_CHARS, _message_text, cost_of, estimate_prompt_tokens, tokenizer_ready
 
 _log = logging.getLogger("tidegate.keys")

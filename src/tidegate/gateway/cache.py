@@ -21,8 +21,8 @@ import orjson
 from .. import metrics
 from ..config import CacheSettings, ModelConfig, Route
 from ..events import Event, Failed, Finished, RawFrame, Started, TextDelta
+from ..records import CACHE_HIT_REASON, ApiKey, GenerationRecord, usage_dict
 from ..request import GenerationRequest
-from ..store.base import CACHE_HIT_REASON, ApiKey, GenerationRecord, usage_dict
 from ..store.cache import CacheEntry, CacheStore, counts_of
 from .cancel import CancelSignal
 from .eventlog import decode_event, encode_event

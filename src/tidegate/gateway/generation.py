@@ -12,8 +12,9 @@ from .. import metrics, tracing
 from ..config import Config, ModelConfig, Pricing
 from ..errors import TidegateError
 from ..events import Failed
+from ..records import ApiKey, BeginResult, GenerationRecord
 from ..request import GenerationRequest, SessionHints
-from ..store.base import ApiKey, BeginResult, GenerationRecord, GenerationStore
+from ..store.base import GenerationStore
 from .admission import Admission, Ticket
 from .affinity import Affinity, AffinityPlan
 from .cancel import CancelSignal

@@ -37,7 +37,7 @@ from ..events import (
     ToolCallDelta,
     UsageReport,
 )
-from ..store.base import (
+from ..records import (
     INTERRUPTED_ERROR,
     LOG_COMMIT,
     LOG_EVENT,
@@ -45,10 +45,10 @@ from ..store.base import (
     LOG_JSON,
     GenerationRecord,
     LogRun,
-    RecordsAndLogs,
     Usage,
     usage_of,
 )
+from ..store.base import RecordsAndLogs
 from .admission import Ticket
 from .eventlog import encode_event
 from .flusher import LogFlusher

@@ -15,7 +15,8 @@ from dataclasses import replace
 import orjson
 
 from ..events import ReasoningDelta, TextDelta
-from ..store.base import LOG_COMMIT, LOG_EVENT, GenerationRecord, LogStore
+from ..records import LOG_COMMIT, LOG_EVENT, GenerationRecord
+from ..store.base import LogStore
 from .eventlog import decode_event
 
 

@@ -11,8 +11,8 @@ from ..providers.base import ChatProvider
 from ..providers.connect import tls_context
 from ..providers.embeddings import EmbeddingProvider
 from ..providers.kinds import KINDS, build_chat_provider, build_embedding_provider, build_image_provider
+from ..records import ApiKey
 from ..request import GenerationRequest
-from ..store.base import ApiKey
 from .health import Health, route_key
 from .routing import Plan, Routing, key_jurisdictions, order_routes
 

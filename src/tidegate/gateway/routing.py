@@ -17,8 +17,8 @@ from typing import Any
 
 from ..config import Config, ModelConfig, Pricing, Route
 from ..errors import InvalidRequest, NoProviderAvailable
+from ..records import ApiKey
 from ..request import GenerationRequest, ProviderPrefs
-from ..store.base import ApiKey
 from .health import Health, route_key
 
 _PROVIDER_KEYS = {"order", "only", "ignore", "allow_fallbacks", "jurisdictions"}

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from ..events import Event, Image, PartialImage, UsageReport
-from ..store.base import GenerationRecord
+from ..records import GenerationRecord
 
 IMAGE_DOORS = ("images", "native_images")
 

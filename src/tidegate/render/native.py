@@ -17,7 +17,7 @@ import orjson
 
 from ..commit import Committed
 from ..events import Event, Failed, ReasoningDelta, TextDelta, ToolCallDelta
-from ..store.base import GenerationRecord, Usage, usage_dict
+from ..records import GenerationRecord, Usage, usage_dict
 from .chat import ChatCompletionBuilder
 from .responses import ResponseState
 

@@ -15,7 +15,7 @@ import re
 
 import orjson
 
-from ..store.base import GenerationRecord
+from ..records import GenerationRecord
 from .http import Request
 
 log = logging.getLogger("tidegate.access")

@@ -18,7 +18,8 @@ from ..gateway.leases import Leases
 from ..gateway.router import Router
 from ..ids import new_ulid
 from ..keys import Authenticator, unusable
-from ..store.base import ApiKey, GenerationStore
+from ..records import ApiKey
+from ..store.base import GenerationStore
 from ..store.facets import console_of
 from ..store.open import open_store
 from . import (

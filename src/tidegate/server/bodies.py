@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..errors import RateLimited
-from ..store.base import ApiKey
+from ..records import ApiKey
 
 
 def _nothing() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from ..providers.redact import MASK
-from ..store.base import ApiKey, GenerationRecord
+from ..records import ApiKey, GenerationRecord
 from ..store.console import Bodies
 from .state import AppState
 

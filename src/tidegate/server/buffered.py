@@ -20,8 +20,8 @@ from ..mcp.client import McpFailure, McpServers
 from ..mcp.guard import check_server_url
 from ..mcp.loop import LoopResult, run_loop
 from ..mcp.tools import McpServerSpec
+from ..records import ApiKey
 from ..request import GenerationRequest
-from ..store.base import ApiKey
 from .door import as_error, open_generation, provider_headers, running
 from .hints import session_hints
 from .http import Request

@@ -25,9 +25,9 @@ from ..events import Event, Failed, FailureCode, RawFrame, UsageReport
 from ..gateway.cache import CachePlan, CapturingBuilder, CapturingWriter, ResponseCache
 from ..gateway.generation import EmbeddingGeneration, ExistingGeneration, Generation
 from ..gateway.relay import KEEPALIVE
+from ..records import ApiKey
 from ..request import GenerationRequest
 from ..sse import encode_comment
-from ..store.base import ApiKey
 from ..store.facets import cache_store
 from . import access_log, body_log
 from .disconnect import DisconnectWatch

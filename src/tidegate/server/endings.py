@@ -15,8 +15,8 @@ from typing import Any
 import orjson
 
 from ..events import Event, ReasoningDelta, TextDelta, ToolCallDelta
+from ..records import GenerationRecord
 from ..render.responses import ResponseState
-from ..store.base import GenerationRecord
 
 # the last frame of an ended stream, per door format
 _ENDINGS = (

@@ -21,7 +21,7 @@ import orjson
 from ..errors import GenerationInProgress, IdempotencyKeyReused, InvalidRequest
 from ..gateway.eventlog import decode_event
 from ..gateway.recovery import recovered, who_served
-from ..store.base import LOG_EVENT, LOG_FRAME, LOG_JSON, BeginResult, GenerationRecord
+from ..records import LOG_EVENT, LOG_FRAME, LOG_JSON, BeginResult, GenerationRecord
 from .endings import crash_ending, has_ending
 from .http import Request
 from .state import AppState

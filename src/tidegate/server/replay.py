@@ -18,9 +18,9 @@ from ..errors import GenerationInProgress, GenerationNotFound, InvalidRequest
 from ..events import Event, Failed, Started, TextDelta
 from ..gateway.eventlog import decode_event
 from ..gateway.recovery import recovered, who_served
+from ..records import LOG_EVENT, LOG_FRAME, LOG_JSON, ApiKey, GenerationRecord
 from ..render.images import IMAGE_DOORS, image_done_for_record, native_image_frames_for_record
 from ..render.native import NativeStreamRenderer, native_result_for_record
-from ..store.base import LOG_EVENT, LOG_FRAME, LOG_JSON, ApiKey, GenerationRecord
 from .http import Request
 from .idempotency import SSE_CONTENT_TYPE, idempotency_key, last_event_id, record_headers, wants_sse, write_followed
 from .state import AppState

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .base import GenerationRecord
+from ..records import GenerationRecord
 
 # Upper bounds (ms) of the TTFT histogram's buckets: 5 ms x 1.5^i, 5 ms to ~56 s; one more bucket
 # holds what is above the last. Log-spaced: a percentile read from it is within ~25 % at any scale.

@@ -16,20 +16,12 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg  # type: ignore[import-untyped]
 import orjson
 
+from ..records import INTERRUPTED_ERROR, ApiKey, BeginResult, GenerationRecord, LogRun
 from . import logpack
 from . import postgres_keys as pg_keys
 from . import postgres_rollups as pg_rollups
 from .admit import Ask, Decision
-from .base import (
-    INTERRUPTED_ERROR,
-    ApiKey,
-    BeginResult,
-    GenerationRecord,
-    LogRun,
-    LogTail,
-    SharedRouteHealth,
-    polling_follow,
-)
+from .base import LogTail, SharedRouteHealth, polling_follow
 from .rows import GEN_COLUMNS, GEN_COUNT, recent_sql, record_from_row, record_params
 from .schema import upgrade
 

@@ -20,7 +20,7 @@ from .console_sql import (
 from .rows import record_from_row
 
 if TYPE_CHECKING:
-    from .base import GenerationRecord
+    from ..records import GenerationRecord
     from .postgres import PostgresStore
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]
 import orjson
 
+from ..records import ApiKey
 from .admit import Ask, Counters, Decision, charge, correct_tokens, decide, roll_period
-from .base import ApiKey
 from .rows import FAILED_STATUSES, KEY_COLUMNS, USAGE_GROUPS, key_from_row, key_params, usage_row
 
 _LIVE = (

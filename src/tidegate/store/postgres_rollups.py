@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import GenerationRecord
+from ..records import GenerationRecord
 from .console import HIST_BUCKETS, RESOLUTIONS, Rollup
 
 

@@ -30,20 +30,11 @@ from redis.asyncio.client import PubSub
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
+from ..records import INTERRUPTED_ERROR, ApiKey, BeginResult, GenerationRecord, LogRun, usage_dict, usage_from_dict
 from . import logpack, redis_keys, redis_rollups
 from . import redis_scripts as scripts
 from .admit import Ask, Decision
-from .base import (
-    INTERRUPTED_ERROR,
-    ApiKey,
-    BeginResult,
-    GenerationRecord,
-    LogRun,
-    LogTail,
-    SharedRouteHealth,
-    usage_dict,
-    usage_from_dict,
-)
+from .base import LogTail, SharedRouteHealth
 
 DEFAULT_PREFIX = "tidegate:"
 DEFAULT_MAX_CONNECTIONS = 64  # per gateway process, for commands (`?max_connections=N` in the URL)

@@ -27,7 +27,7 @@ from .console import (
 )
 
 if TYPE_CHECKING:
-    from .base import GenerationRecord
+    from ..records import GenerationRecord
     from .redis import RedisStore
 
 from .redis_rollups import _SEP, _SUM

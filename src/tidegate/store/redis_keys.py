@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
+from ..records import ApiKey
 from .admit import Decision
-from .base import ApiKey
 
 Run = Callable[[str, list[str], list[Any]], Awaitable[Any]]
 KEY_FIELDS = ("id", "name", "secret_hash", "created_at", "credits", "spent", "revoked", "settings", "period_start")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .base import GenerationRecord
+from ..records import GenerationRecord
 from .console import RESOLUTIONS, Rollup
 
 _SEP = "\x1f"

@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from .base import ApiKey, GenerationRecord, usage_dict, usage_from_dict
+from ..records import ApiKey, GenerationRecord, usage_dict, usage_from_dict
 
 GEN_COLUMNS = (
     "id, key_id, model, door, created_at, status, idempotency_key, request_hash, provider, served_model, "

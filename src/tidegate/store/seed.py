@@ -13,7 +13,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..ids import _ALPHABET
-from .base import GenerationRecord, GenerationStore, Usage
+from ..records import GenerationRecord, Usage
+from .base import GenerationStore
 from .console import RESOLUTIONS, Rollup
 from .console_sql import rollup_add
 from .rows import GEN_COLUMNS, record_params

@@ -10,18 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+from ..records import ApiKey, BeginResult, GenerationRecord, LogRun
 from . import logpack, sqlite_keys, sqlite_rollups
 from . import sqlite_leases as leases
 from .admit import Ask, Decision
-from .base import (
-    ApiKey,
-    BeginResult,
-    GenerationRecord,
-    LogRun,
-    LogTail,
-    SharedRouteHealth,
-    polling_follow,
-)
+from .base import LogTail, SharedRouteHealth, polling_follow
 from .group_commit import GroupCommit, immediate, is_locked
 from .rows import FINAL_COLUMNS, GEN_COLUMNS, GEN_COUNT, final_params, recent_sql, record_from_row, record_params
 from .schema import apply_in_memory, upgrade

@@ -21,7 +21,7 @@ from .group_commit import immediate
 from .rows import record_from_row
 
 if TYPE_CHECKING:
-    from .base import GenerationRecord
+    from ..records import GenerationRecord
     from .sqlite import SQLiteStore
 
 

@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .base import GenerationRecord
+from ..records import GenerationRecord
 from .console import Rollup, RollupBuffer
 from .console_sql import rollup_add
 

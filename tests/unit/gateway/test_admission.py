@@ -11,9 +11,10 @@ from tidegate.config import ModelConfig, Pricing, Route
 from tidegate.errors import InsufficientCredits, ModelNotAllowed, RateLimited
 from tidegate.gateway.admission import DEFAULT_OUTPUT_CAP, Admission, output_cap, rate_headers
 from tidegate.gateway.usage import estimate_prompt_tokens
+from tidegate.records import ApiKey, KeyLimits
 from tidegate.request import GenerationRequest
 from tidegate.store.admit import Decision
-from tidegate.store.base import ApiKey, GenerationStore, KeyLimits
+from tidegate.store.base import GenerationStore
 from tidegate.store.sqlite import SQLiteStore
 
 OWNER = "host/1/test"

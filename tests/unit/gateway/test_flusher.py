@@ -10,7 +10,7 @@ from pathlib import Path
 from tidegate.events import ReasoningDelta, TextDelta
 from tidegate.gateway.flusher import LogFlusher
 from tidegate.gateway.recorder import PACE_SAMPLES, Recorder
-from tidegate.store.base import LOG_EVENT, LOG_FRAME, GenerationRecord
+from tidegate.records import LOG_EVENT, LOG_FRAME, GenerationRecord
 from tidegate.store.sqlite import SQLiteStore
 
 

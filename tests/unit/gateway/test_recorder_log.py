@@ -18,7 +18,7 @@ from tidegate.events import Finished, ReasoningDelta, Started, TextDelta, ToolCa
 from tidegate.gateway.eventlog import decode_event
 from tidegate.gateway.recorder import Recorder
 from tidegate.gateway.usage import tokenizer_ready
-from tidegate.store.base import LOG_EVENT, LOG_FRAME, GenerationRecord
+from tidegate.records import LOG_EVENT, LOG_FRAME, GenerationRecord
 from tidegate.store.sqlite import SQLiteStore
 
 MIGRATIONS = Path(__file__).resolve().parents[3] / "src" / "tidegate" / "store" / "migrations" / "sqlite"

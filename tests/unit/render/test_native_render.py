@@ -18,9 +18,9 @@ from tidegate.events import (
     ToolCallDelta,
     UsageReport,
 )
+from tidegate.records import GenerationRecord, usage_of
 from tidegate.render.native import NativeStreamRenderer, native_result, native_result_for_record
 from tidegate.sse import SSEDecoder, encode_comment
-from tidegate.store.base import GenerationRecord, usage_of
 
 GID = "01JABCDEFGHJKMNPQRSTVWXYZ0"
 USAGE = UsageReport(prompt=10, completion=5, reasoning=2, cached=1)

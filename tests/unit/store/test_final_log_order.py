@@ -21,7 +21,8 @@ from store_backends import drop_schema, postgres_schema, with_query
 from tidegate.events import TextDelta
 from tidegate.gateway.recorder import Recorder
 from tidegate.gateway.usage import tokenizer_ready
-from tidegate.store.base import LOG_EVENT, LOG_FRAME, GenerationRecord, GenerationStore
+from tidegate.records import LOG_EVENT, LOG_FRAME, GenerationRecord
+from tidegate.store.base import GenerationStore
 from tidegate.store.open import open_store
 
 Locked = tuple[GenerationStore, Callable[[], Awaitable[None]]]  # the store, and what releases the lock

@@ -25,7 +25,7 @@ from store_backends import (
     with_query,
 )
 
-from tidegate.store.base import LOG_EVENT, LOG_FRAME, GenerationRecord, LogRun
+from tidegate.records import LOG_EVENT, LOG_FRAME, GenerationRecord, LogRun
 from tidegate.store.postgres import PostgresStore
 from tidegate.store.redis import RedisStore
 

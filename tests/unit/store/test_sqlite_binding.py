@@ -28,7 +28,7 @@ def test_usage_is_kept_by_field_name_in_order() -> None:
     """`usage_dict` (SQL rows and Redis alike): every field of `Usage`, by name, in order."""
     from dataclasses import asdict
 
-    from tidegate.store.base import Usage, usage_dict
+    from tidegate.records import Usage, usage_dict
 
     usage = Usage(prompt_tokens=11, completion_tokens=5, total_tokens=16, reasoning_tokens=None, cached_tokens=3)
     assert list(usage_dict(usage).items()) == list(asdict(usage).items())

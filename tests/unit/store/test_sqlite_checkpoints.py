@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from tidegate.store.base import LOG_FRAME, GenerationRecord, LogRun
+from tidegate.records import LOG_FRAME, GenerationRecord, LogRun
 from tidegate.store.sqlite import SQLiteStore
 
 BLOCK = [os.urandom(1024) for _ in range(64)]  # one flush of a fast stream: 64 KiB that does not deflate

@@ -10,7 +10,7 @@ import threading
 import time
 from pathlib import Path
 
-from tidegate.store.base import LOG_FRAME, LOG_JSON, GenerationRecord, LogRun
+from tidegate.records import LOG_FRAME, LOG_JSON, GenerationRecord, LogRun
 from tidegate.store.sqlite import SQLiteStore
 
 

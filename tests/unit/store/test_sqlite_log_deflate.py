@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tidegate.store.base import LOG_EVENT, LOG_FRAME, GenerationRecord, LogRun
+from tidegate.records import LOG_EVENT, LOG_FRAME, GenerationRecord, LogRun
 from tidegate.store.sqlite import SQLiteStore
 
 FRAMES = [

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import tidegate.store
 from tidegate.ids import new_ulid
-from tidegate.store.base import GenerationRecord
+from tidegate.records import GenerationRecord
 from tidegate.store.sqlite import SQLiteStore
 
 WAL_HEADER = 32

@@ -14,16 +14,8 @@ import uuid
 import pytest
 from store_backends import OpenStore
 
-from tidegate.store.base import (
-    LOG_EVENT,
-    LOG_FRAME,
-    LOG_JSON,
-    ApiKey,
-    GenerationRecord,
-    GenerationStore,
-    LogRun,
-    Usage,
-)
+from tidegate.records import LOG_EVENT, LOG_FRAME, LOG_JSON, ApiKey, GenerationRecord, LogRun, Usage
+from tidegate.store.base import GenerationStore
 
 
 def gen(

@@ -9,8 +9,9 @@ import time
 import pytest
 from store_backends import OpenStore
 
+from tidegate.records import ApiKey, GenerationRecord, KeyLimits, Usage
 from tidegate.store.admit import Ask, period_floor
-from tidegate.store.base import ApiKey, GenerationRecord, GenerationStore, KeyLimits, Usage
+from tidegate.store.base import GenerationStore
 
 LIVE, DEAD = "host/1/live", "host/2/dead"
 

@@ -9,7 +9,7 @@ import pytest
 import redis.asyncio as aioredis
 from store_backends import drop_redis_prefix, drop_schema, postgres_schema, redis_url, unique_name
 
-from tidegate.store.base import LOG_FRAME, GenerationRecord, LogRun
+from tidegate.records import LOG_FRAME, GenerationRecord, LogRun
 from tidegate.store.open import open_store
 from tidegate.store.postgres import PostgresStore
 from tidegate.store.redis import RedisStore

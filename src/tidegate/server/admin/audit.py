@@ -11,7 +11,7 @@ from typing import Any
 
 from ...errors import Forbidden, InvalidRequest
 from ...ids import new_ulid
-from ...store.base import ApiKey
+from ...records import ApiKey
 from ...store.console import AuditEntry
 from ..http import Request
 from ..state import AppState

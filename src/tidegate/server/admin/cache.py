@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from ...errors import Forbidden, InvalidRequest, MethodNotAllowed
-from ...store.base import ApiKey
+from ...records import ApiKey
 from ...store.cache import CacheCounts
 from ..door import response_cache
 from ..http import Request

@@ -28,7 +28,7 @@ import orjson
 
 from ...errors import Forbidden, InvalidRequest, MethodNotAllowed, NotFound, Unauthorized
 from ...keys import MASTER_ID, unusable
-from ...store.base import ApiKey
+from ...records import ApiKey
 from ..http import Request
 from ..state import AppState
 

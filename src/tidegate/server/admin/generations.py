@@ -8,7 +8,7 @@ import binascii
 
 from ...errors import GenerationNotFound, InvalidRequest, quote
 from ...gateway.recovery import recovered
-from ...store.base import ApiKey, GenerationRecord
+from ...records import ApiKey, GenerationRecord
 from ...store.console import LogFilter
 from .. import body_log
 from ..http import Request

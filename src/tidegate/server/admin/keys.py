@@ -15,7 +15,7 @@ import msgspec
 from ...config import CacheSettings
 from ...errors import Forbidden, InvalidRequest, MethodNotAllowed, NotFound
 from ...keys import make_key
-from ...store.base import ApiKey, KeyLimits
+from ...records import ApiKey, KeyLimits
 from ...store.console import SeriesQuery
 from ..http import Request
 from ..state import AppState

@@ -16,7 +16,7 @@ from dataclasses import replace
 from ...gateway.generation import Generation
 from ...gateway.recovery import who_served
 from ...gateway.usage import rough_usage
-from ...store.base import GenerationRecord, usage_of
+from ...records import GenerationRecord, usage_of
 from ..state import AppState
 
 

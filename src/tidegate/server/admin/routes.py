@@ -6,7 +6,7 @@ from typing import Any
 
 from ...errors import Forbidden
 from ...gateway.health import route_key
-from ...store.base import ApiKey
+from ...records import ApiKey
 from ..http import Request
 from ..state import AppState
 

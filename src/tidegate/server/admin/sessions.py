@@ -7,7 +7,7 @@ import math
 import time
 
 from ...errors import InvalidRequest
-from ...store.base import ApiKey
+from ...records import ApiKey
 from ...store.facets import sessions_of
 from ..http import Request
 from ..state import AppState

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from ...errors import InvalidRequest
-from ...store.base import ApiKey
+from ...records import ApiKey
 from ...store.console import GROUP_COLUMNS, Bucket, SeriesQuery
 from ..http import Request
 from ..state import AppState

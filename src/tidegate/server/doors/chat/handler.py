@@ -11,8 +11,8 @@ from ....events import Event, Failed, ToolCallDelta
 from ....gateway.generation import Generation
 from ....mcp.loop import LoopResult
 from ....mcp.tools import server_tool_specs
+from ....records import ApiKey
 from ....render.chat import ChatCompletionBuilder, ChatStreamRenderer
-from ....store.base import ApiKey
 from ...buffered import serve_mcp
 from ...door import BuiltJson, DoorSpec, serve_generation
 from ...http import Request

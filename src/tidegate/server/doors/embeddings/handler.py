@@ -17,9 +17,9 @@ from ....errors import PayloadTooLarge, TidegateError
 from ....events import Started, UsageReport
 from ....gateway.embedding_relay import EmbeddingOutcome, estimate_tokens
 from ....gateway.generation import EmbeddingGeneration
+from ....records import ApiKey
 from ....render.embeddings import embeddings_json
 from ....request import EmbeddingInputs
-from ....store.base import ApiKey
 from ...door import open_generation, running
 from ...http import Request
 from ...state import AppState

@@ -27,8 +27,8 @@ from ....events import Event, Failed
 from ....gateway.generation import Generation
 from ....gateway.usage import count_tokens, estimate_prompt_tokens, tokenizer_ready
 from ....providers.kinds import GEMINI_AS_SENT
+from ....records import ApiKey
 from ....render.gemini import KEEPALIVE, GeminiResponseBuilder, GeminiStreamRenderer, google_error
-from ....store.base import ApiKey
 from ...door import BuiltJson, DoorSpec, serve_generation
 from ...http import Request
 from ...state import AppState

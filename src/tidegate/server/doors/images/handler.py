@@ -15,9 +15,9 @@ import orjson
 from ....commit import Committed
 from ....events import Event, Failed, Image, PartialImage, Progress, Started
 from ....gateway.generation import Generation
+from ....records import ApiKey
 from ....render.images import NativeImageRenderer, OpenAIImageStreamRenderer, images_json
 from ....request import GenerationRequest
-from ....store.base import ApiKey
 from ...door import DoorSpec, serve_generation
 from ...http import Request
 from ...state import AppState

@@ -22,8 +22,8 @@ from ....events import Event, Failed
 from ....gateway.generation import Generation
 from ....gateway.usage import count_tokens, estimate_prompt_tokens, quick_prompt_estimate, tokenizer_ready
 from ....providers.kinds import MESSAGES_AS_SENT
+from ....records import ApiKey
 from ....render.messages import MessageBuilder, MessagesStreamRenderer
-from ....store.base import ApiKey
 from ...door import BuiltJson, DoorSpec, serve_generation
 from ...http import Request
 from ...state import AppState

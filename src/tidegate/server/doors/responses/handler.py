@@ -8,8 +8,8 @@ from ....commit import Committed
 from ....events import Event, Failed
 from ....gateway.generation import Generation
 from ....mcp.loop import LoopResult
+from ....records import ApiKey
 from ....render.responses import ResponseBuilder, ResponsesStreamRenderer
-from ....store.base import ApiKey
 from ...door import BuiltJson
 from ...http import Request
 from ...state import AppState

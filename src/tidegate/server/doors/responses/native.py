@@ -16,8 +16,8 @@ from ....commit import Committed
 from ....events import Event, Failed
 from ....gateway.generation import Generation
 from ....mcp.loop import LoopResult
+from ....records import ApiKey, usage_of
 from ....render.native import NativeStreamRenderer, native_result
-from ....store.base import ApiKey, usage_of
 from ...http import Request
 from ...state import AppState
 from .request import ResponsesRequest, parse_native_request

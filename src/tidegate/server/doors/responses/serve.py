@@ -10,7 +10,7 @@ from ....gateway.generation import Generation
 from ....mcp.loop import LoopResult
 from ....mcp.tools import split_tools
 from ....providers.kinds import RESPONSES_KINDS
-from ....store.base import ApiKey
+from ....records import ApiKey
 from ...buffered import serve_mcp
 from ...door import DoorSpec, serve_generation
 from ...http import Request
