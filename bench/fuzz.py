@@ -86,7 +86,7 @@ def _shaped_body(data: bytes) -> dict[str, object]:
 
 
 def _target(name: str) -> Callable[[bytes], None]:
-    from tidegate.config_load import parse_config
+    from tidegate.config.load import parse_config
     from tidegate.errors import ConfigError, TidegateError
 
     if name == "openai":

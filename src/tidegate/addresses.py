@@ -129,7 +129,7 @@ def never_upstream(host: str) -> bool:
 
 
 def host_matches(pattern: str, host: str, port: int | None) -> tuple[bool, bool]:
-    """(matches, exactly) for an allowed-hosts entry (`config_load.host_pattern`'s canonical form) and a
+    """(matches, exactly) for an allowed-hosts entry (`config/load.py`'s `host_pattern`'s canonical form) and a
     canonical host: `exactly` when the entry names this host itself, not through `*.`. A port in the
     entry must equal `port`; an entry without one matches any port."""
     p_host, p_port = split_host_port(pattern)

@@ -16,8 +16,8 @@ import click
 
 from .cli_keys import keys
 from .cli_seed import seed_generations
-from .config import Config
-from .config_load import load_config
+from .config.load import load_config
+from .config.model import Config
 from .errors import ConfigError
 from .keys import make_key
 from .server.workers import STARTUP_FAILURE, Supervisor, announcing_server, claim_port, reuse_port_supported
@@ -217,7 +217,7 @@ def db_upgrade(config_path: str | None) -> None:
 @main.command("config-schema")
 def config_schema() -> None:
     """Print the JSON schema of tidegate.toml (for editors; docs/tidegate.schema.json)."""
-    from .config_reference import schema_text
+    from .config.reference import schema_text
 
     click.echo(schema_text(), nl=False)
 

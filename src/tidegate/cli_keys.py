@@ -15,7 +15,7 @@ from typing import Any
 import click
 import httpx
 
-from .config_load import load_config
+from .config.load import load_config
 from .errors import ConfigError
 from .keys import make_key
 from .store.open import open_store

@@ -6,7 +6,7 @@ import asyncio
 
 import click
 
-from .config_load import load_config
+from .config.load import load_config
 from .errors import ConfigError
 from .store.open import open_store
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from .addresses import canonical_host, never_upstream
-from .config import ProviderConfig
+from .config.model import ProviderConfig
 
 if TYPE_CHECKING:
     from .providers.kinds import Kind

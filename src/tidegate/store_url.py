@@ -1,5 +1,5 @@
 """The store a `store.url` names, by its scheme: the one scheme table, which the config check
-(`config_load.py`), `store/open.py` and `tidegate db upgrade` all ask (a foundation: no layer above)."""
+(`config/load.py`), `store/open.py` and `tidegate db upgrade` all ask (a foundation: no layer above)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from openai.types import ImageGenCompletedEvent, ImageGenPartialImageEvent
 
 from emulators.images_embeddings_upstream import OPENAI_KEY, ImagesEmbeddingsUpstream, png_b64
 from helpers import ServerProcess, SSEResult, sqlite_url, start_server, stream_sse
-from tidegate.config_load import parse_config
+from tidegate.config.load import parse_config
 from tidegate.errors import ConfigError
 from tidegate.ids import is_ulid
 

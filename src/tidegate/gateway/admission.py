@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import metrics
-from ..config import ModelConfig, Pricing
+from ..config.model import ModelConfig, Pricing
 from ..errors import InsufficientCredits, ModelNotAllowed, RateLimited, quote
 from ..events import UsageReport
 from ..records import ApiKey

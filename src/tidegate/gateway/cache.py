@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from .. import metrics
-from ..config import CacheSettings, ModelConfig, Route
+from ..config.model import CacheSettings, ModelConfig, Route
 from ..events import Event, Failed, Finished, RawFrame, Started, TextDelta
 from ..records import CACHE_HIT_REASON, ApiKey, GenerationRecord, usage_dict
 from ..request import GenerationRequest

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..commit import RouteFailure
-from ..config import Route
+from ..config.model import Route
 from ..errors import ProviderFailure
 from ..providers.embeddings import EmbeddingProvider, EmbeddingResult
 from ..request import EmbeddingInputs

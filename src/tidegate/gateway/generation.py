@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from .. import metrics, tracing
-from ..config import Config, ModelConfig, Pricing
+from ..config.model import Config, ModelConfig, Pricing
 from ..errors import TidegateError
 from ..events import Failed
 from ..records import ApiKey, BeginResult, GenerationRecord

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import metrics
-from ..config import Breaker
+from ..config.model import Breaker
 from ..store.base import SharedRouteHealth
 
 log = logging.getLogger("tidegate.health")

@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 
 from .. import metrics, tracing
-from ..config import Pricing
+from ..config.model import Pricing
 from ..events import (
     Event,
     Failed,

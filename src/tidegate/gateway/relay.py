@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from .. import metrics, tracing
 from ..commit import Committed, RouteFailure
-from ..config import Breaker, Route
+from ..config.model import Breaker, Route
 from ..errors import (
     InvalidRequest,
     NoProviderAvailable,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from ..config import Breaker, Config, ModelConfig, Pricing, ProviderConfig, Route
+from ..config.model import Breaker, Config, ModelConfig, Pricing, ProviderConfig, Route
 from ..errors import InvalidRequest, ModelNotFound, quote
 from ..providers.base import ChatProvider
 from ..providers.connect import tls_context

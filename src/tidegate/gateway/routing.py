@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import Config, ModelConfig, Pricing, Route
+from ..config.model import Config, ModelConfig, Pricing, Route
 from ..errors import InvalidRequest, NoProviderAvailable
 from ..records import ApiKey
 from ..request import GenerationRequest, ProviderPrefs

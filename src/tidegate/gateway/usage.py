@@ -6,7 +6,7 @@ import asyncio
 import threading
 from typing import Any
 
-from ..config import Pricing
+from ..config.model import Pricing
 from ..events import UsageReport
 
 _encoding: Any = None

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import ModelConfig
+from ..config.model import ModelConfig
 from ..errors import InvalidRequest, UpstreamError, quote
 from ..header_rules import header_problem
 

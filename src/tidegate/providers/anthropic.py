@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from ..config import ProviderConfig
+from ..config.model import ProviderConfig
 from ..errors import ProviderFailure, retriable_status
 from ..events import (
     Event,

@@ -19,7 +19,7 @@ from urllib.parse import quote
 import orjson
 from botocore.eventstream import ChecksumMismatch, EventStreamBuffer, ParserError
 
-from ..config import ProviderConfig
+from ..config.model import ProviderConfig
 from ..errors import ProviderFailure, retriable_status
 from ..events import Event, RawFrame
 from ..request import GenerationRequest

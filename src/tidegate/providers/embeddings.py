@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..config import ProviderConfig
+from ..config.model import ProviderConfig
 from ..errors import ProviderFailure
 from ..request import EmbeddingInputs
 

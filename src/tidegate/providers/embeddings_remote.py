@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import orjson
 
-from ..config import ProviderConfig
+from ..config.model import ProviderConfig
 from ..errors import ProviderFailure
 from ..request import EmbeddingInputs
 from .aws_auth import AwsCredentials, sigv4_headers

@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from ..config import ProviderConfig
+from ..config.model import ProviderConfig
 from ..errors import ProviderFailure
 from ..events import (
     Event,

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from ..config import ProviderConfig, ServerConfig
+from ..config.model import ProviderConfig, ServerConfig
 from ..errors import ProviderFailure
 from ..events import Event, Failed, Finished, Image, PartialImage, Progress, Started, UsageReport
 from ..request import GenerationRequest

@@ -1,5 +1,5 @@
 """The provider kinds: one `Kind` entry each, the one place a kind is decided. Adding a kind is one
-entry here (plus its name and required keys in `config.py`, which config validation reads and which
+entry here (plus its name and required keys in `config/model.py`, which config validation reads and which
 cannot import this module; the check below and tests/unit/providers/test_kinds.py hold the two
 together).
 
@@ -18,7 +18,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..config import PROVIDER_KINDS, REQUIRED_KEYS, ProviderConfig, ServerConfig
+from ..config.model import PROVIDER_KINDS, REQUIRED_KEYS, ProviderConfig, ServerConfig
 from ..errors import NoProviderAvailable
 from . import fidelity
 from .base import ChatProvider
@@ -53,7 +53,7 @@ class Kind:
 
     @property
     def required_keys(self) -> tuple[str, ...]:
-        """The keys its provider table must set (declared in config.py, checked by config_load.py)."""
+        """The keys its provider table must set (declared in config/model.py, checked by config/load.py)."""
         return REQUIRED_KEYS[self.name]
 
 
@@ -213,9 +213,10 @@ _ENTRIES = (
     ),
 )
 KINDS: dict[str, Kind] = {k.name: k for k in _ENTRIES}
-# config.py names the kinds (config validation cannot import this module): the two must agree
+# config/model.py names the kinds (config validation cannot import this module): the two must agree
 if tuple(KINDS) != PROVIDER_KINDS or len(KINDS) != len(_ENTRIES):
-    raise RuntimeError(f"providers/kinds.py registers {[k.name for k in _ENTRIES]}; config.py names {PROVIDER_KINDS}")
+    registered = [k.name for k in _ENTRIES]
+    raise RuntimeError(f"providers/kinds.py registers {registered}; config/model.py names {PROVIDER_KINDS}")
 # the kinds that take a door's body as sent (the doors' passthrough, the relay's dropped fields), and
 # the kinds that honour `responses = true`: sets, so a door's per-request check stays a membership test
 MESSAGES_AS_SENT = frozenset(k.name for k in _ENTRIES if k.fidelity.messages_as_sent)

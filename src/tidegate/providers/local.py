@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config import ProviderConfig
+from ..config.model import ProviderConfig
 from ..errors import ProviderFailure
 from ..events import Event, Failed, Finished, Started, TextDelta, UsageReport
 from ..request import GenerationRequest

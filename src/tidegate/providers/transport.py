@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..config import ProviderConfig
+from ..config.model import ProviderConfig
 from ..errors import ProviderFailure, retriable_status
 from ..events import Event, Failed
 from ..request import GenerationRequest

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from ..config import ProviderConfig
+from ..config.model import ProviderConfig
 from ..errors import ProviderFailure, retriable_status
 from ..request import GenerationRequest
 from .anthropic import AnthropicSSEDecoder, error_text, parse_error_body, sent_body

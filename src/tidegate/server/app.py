@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import metrics, tracing
-from ..config import Config
+from ..config.model import Config
 from ..errors import MethodNotAllowed, NoProviderAvailable, NotFound, TidegateError, Unauthorized
 from ..gateway.generation import Gateway
 from ..gateway.health import route_key

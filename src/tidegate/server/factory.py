@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 
-from ..config_load import load_config
+from ..config.load import load_config
 from .app import TidegateApp
 
 # Libraries whose DEBUG output carries secrets or bodies: botocore logs the canonical request it

@@ -53,7 +53,7 @@ def limits() -> Limits:
     """This process's limits, from the config `tidegate serve` names in `$TIDEGATE_CONFIG`."""
     global _limits
     if _limits is None:
-        from ..config_load import load_config
+        from ..config.load import load_config
 
         server = load_config(os.environ.get("TIDEGATE_CONFIG") or None).server
         _limits = Limits(

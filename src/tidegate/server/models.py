@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config import Config
+from ..config.model import Config
 from .http import Request
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from ..config import Config
+from ..config.model import Config
 from ..gateway.cache import ResponseCache
 from ..gateway.generation import Gateway
 from ..gateway.leases import Leases

@@ -1,8 +1,8 @@
 """What the web console reads at scale (docs/console-api.md): rollups, the filtered log, the audit
 log and logged bodies, behind a protocol of their own (`ConsoleStore`), apart from `GenerationStore`.
 
-Rollups are kept as records end (each store's final write of a record adds to its buckets, in the
-same transaction where the store has one), so a console view reads a few hundred bucket rows and
+Rollups are kept as records end (PostgreSQL adds to the buckets in the record's final statement;
+SQLite and Redis sum them in memory and write them once a second, store/rollup_writer.py), so a console view reads a few hundred bucket rows and
 never scans generation records. Time to first token is kept as a histogram over fixed
 log-spaced bounds, so buckets add up and any sum of them still gives a p50/p95.
 """
@@ -82,9 +82,8 @@ class Rollup:
 
 class RollupBuffer:
     """Ended records' rollups summed in memory, to be written together: one row per (bucket, group)
-    however many records ended in it (SQLite, where each upsert inside the record's own transaction
-    doubled the WAL pages a request writes: store/sqlite_console.py). Records end on the loop and on
-    the store thread, hence the lock."""
+    however many records ended in it (store/rollup_writer.py says why). Records end on the loop and,
+    on SQLite, on the store thread, hence the lock."""
 
     def __init__(self) -> None:
         self._rows: dict[tuple[int, int, str, str, str], list[Any]] = {}

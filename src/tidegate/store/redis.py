@@ -108,6 +108,7 @@ class RedisStore:
         self._r: aioredis.Redis | None = None
         self._sub: aioredis.Redis | None = None
         self._scripts: dict[str, AsyncScript] = {}
+        self.rollups = redis_rollups.redis_rollups(lambda: self._redis, self._k)
 
     def _k(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
@@ -156,9 +157,11 @@ class RedisStore:
         }
         self._scripts = {name: self._r.register_script(src) for name, src in sources.items()}
         await self._cmd("PING")
+        self.rollups.start()
 
     async def close(self) -> None:
         if self._r is not None:
+            await self.rollups.stop()
             await self._r.aclose()
             await self._r.connection_pool.disconnect()
             self._r = None
@@ -263,8 +266,9 @@ class RedisStore:
         if log:
             await self.append_log(record.id, log)  # first: the outcome is never seen before its log
         written = await self._put("update", record)
-        if written and record.status != "in_progress":
-            await redis_rollups.roll_up(self._redis, self._k, record)  # the console's (store/redis_rollups.py)
+        if written and record.status != "in_progress":  # the console's index and rollups (store/redis_rollups.py)
+            await self._cmd("ZADD", self._k("console", "gens"), record.created_at, record.id)
+            self.rollups.add(record)
         return written
 
     async def get_generation(self, generation_id: str) -> GenerationRecord | None:

@@ -70,6 +70,7 @@ class RedisConsole:
         self.store = store
 
     async def series(self, query: SeriesQuery) -> list[Bucket]:
+        await self.store.rollups.flush()  # this process's latest records, summed but not yet written
         starts = range(int(query.start), int(query.end), query.bucket_s)
         pipe = self.store._redis.pipeline(transaction=False)
         for t in starts:

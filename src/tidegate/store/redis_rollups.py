@@ -1,36 +1,41 @@
-"""A Redis record's console rollups as it ends (docs/console-api.md; the layout in redis_console.py).
-Apart from redis_console.py, which reads them, so that the store imports only what it writes."""
+"""Redis's console rollups (docs/console-api.md; the layout in redis_console.py, which reads them):
+summed in memory and written once a second by `rollup_writer.RollupWriter`, one pipeline of
+HINCRBYs for every (bucket, group) that changed. Apart from redis_console.py so that the store
+imports only what it writes."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from ..records import GenerationRecord
-from .console import RESOLUTIONS, Rollup
+from .console import RESOLUTIONS
+from .rollup_writer import RollupWriter
 
 _SEP = "\x1f"
 _SUM = "\x1e"
+_FIELDS = ("r", "e", "i", "o")  # requests, errors, input and output tokens; then cost, then the histogram
 
 
-async def roll_up(redis: Any, name: Callable[..., str], record: GenerationRecord) -> None:
-    """One round trip per ended record (a pipeline, not a transaction: each sum is its own HINCRBY)."""
-    r = Rollup.of(record)
-    group = _SEP.join((r.model, r.provider, r.key_id)) + _SUM
-    pipe = redis.pipeline(transaction=False)
-    for res, keep in RESOLUTIONS.items():
-        key = name("roll", str(res), str(int(r.created_at // res) * res))
-        pipe.hincrby(key, group + "r", 1)
-        if r.error:
-            pipe.hincrby(key, group + "e", 1)
-        if r.input_tokens:
-            pipe.hincrby(key, group + "i", r.input_tokens)
-        if r.output_tokens:
-            pipe.hincrby(key, group + "o", r.output_tokens)
-        if r.cost:
-            pipe.hincrbyfloat(key, group + "c", r.cost)
-        if r.ttft_bucket >= 0:
-            pipe.hincrby(key, group + f"h{r.ttft_bucket}", 1)
-        pipe.expire(key, keep)
-    pipe.zadd(name("console", "gens"), {record.id: record.created_at})
-    await pipe.execute()
+def redis_rollups(redis: Callable[[], Any], name: Callable[..., str]) -> RollupWriter:
+    """`redis`: the open client (the store's), `name`: its key naming."""
+
+    async def write_rows(rows: list[tuple[Any, ...]]) -> None:
+        pipe = redis().pipeline(transaction=False)  # not a transaction: each sum is its own HINCRBY
+        expiring: dict[str, int] = {}
+        for res, t, model, provider, key_id, *sums in rows:
+            key = name("roll", str(res), str(t))
+            group = _SEP.join((model, provider, key_id)) + _SUM
+            for field, value in zip(_FIELDS, sums[:4], strict=True):
+                if value:
+                    pipe.hincrby(key, group + field, value)
+            if sums[4]:
+                pipe.hincrbyfloat(key, group + "c", sums[4])
+            for bucket, count in enumerate(sums[5:]):
+                if count:
+                    pipe.hincrby(key, group + f"h{bucket}", count)
+            expiring[key] = RESOLUTIONS[res]
+        for key, keep in expiring.items():
+            pipe.expire(key, keep)
+        await pipe.execute()
+
+    return RollupWriter(write_rows)

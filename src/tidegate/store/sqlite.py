@@ -130,7 +130,7 @@ class SQLiteStore:
         self._checkpointing = False
         self._checkpoints = 0
         self._commits = GroupCommit(self._loop_db, self._db, self._executor, self._committed)
-        self.rollups = sqlite_rollups.SQLiteRollups(self._write)
+        self.rollups = sqlite_rollups.sqlite_rollups(self._write)
         self._lease_first: dict[str, int] = {}  # owner -> the newest rowid before its first record
 
     def _connect(self, busy_timeout_ms: int, autocheckpoint: bool) -> sqlite3.Connection:
@@ -335,7 +335,7 @@ class SQLiteStore:
             if rows:
                 db.executemany(_INSERT_LOG_BATCH, rows)
             applied = db.execute(_UPDATE_GENERATION, params).rowcount > 0
-            if applied and ended:  # the console's rollups, summed and written apart (store/sqlite_rollups.py)
+            if applied and ended:  # the console's rollups, summed and written apart (store/rollup_writer.py)
                 self.rollups.add(record)
             return _stored_bytes(rows), applied
 

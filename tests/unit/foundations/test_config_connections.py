@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import trustme
 
-from tidegate.config_load import load_text
+from tidegate.config.load import load_text
 from tidegate.errors import ConfigError
 
 BASE = "[providers.p]\nkind = 'openai'\nbase_url = 'https://api.example/v1'\n"

@@ -1,5 +1,5 @@
 """Configuration declared once (issue 41): the reference tables in docs/configuration.md and the JSON
-schema in docs/tidegate.schema.json are made from `config.py`'s structs, and both agree with the loader."""
+schema in docs/tidegate.schema.json are made from `config/model.py`'s structs, and both agree with the loader."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from tidegate.cli import main
-from tidegate.config import TABLES
-from tidegate.config_load import default_config_text, load_text, parse_config
-from tidegate.config_reference import BEGIN, END, reference, schema, schema_text
+from tidegate.config.load import default_config_text, load_text, parse_config
+from tidegate.config.model import TABLES
+from tidegate.config.reference import BEGIN, END, reference, schema, schema_text
 from tidegate.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -33,7 +33,7 @@ def _toml_blocks() -> list[tuple[str, str]]:
 def test_the_reference_in_the_docs_is_the_generated_one() -> None:
     text = (DOCS / "configuration.md").read_text()
     between = text[text.index(BEGIN) + len(BEGIN) : text.index(END)].strip("\n")
-    assert between == reference(), "run: python -m tidegate.config_reference, paste between the markers"
+    assert between == reference(), "run: python -m tidegate.config.reference, paste between the markers"
 
 
 def test_the_schema_file_is_the_generated_one_and_the_cli_prints_it() -> None:

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from tidegate.config_load import default_config_text, load_text
+from tidegate.config.load import default_config_text, load_text
 from tidegate.errors import ConfigError, InvalidRequest, PayloadTooLarge, RateLimited
 from tidegate.ids import is_ulid, new_ulid
 

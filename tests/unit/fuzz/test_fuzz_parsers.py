@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tidegate.config_load import parse_config
+from tidegate.config.load import parse_config
 from tidegate.errors import ConfigError, TidegateError
 from tidegate.server.doors.chat.request import parse_chat_request
 from tidegate.server.doors.embeddings.request import parse_embedding_request

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tidegate.config import ModelConfig, Pricing, Route
+from tidegate.config.model import ModelConfig, Pricing, Route
 from tidegate.errors import InsufficientCredits, ModelNotAllowed, RateLimited
 from tidegate.gateway.admission import DEFAULT_OUTPUT_CAP, Admission, output_cap, rate_headers
 from tidegate.gateway.usage import estimate_prompt_tokens

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tidegate.config import Breaker
-from tidegate.config_load import load_text
+from tidegate.config.load import load_text
+from tidegate.config.model import Breaker
 from tidegate.errors import ConfigError, NoProviderAvailable
 from tidegate.gateway.health import CLOSED, HALF_OPEN, OPEN, Health
 from tidegate.gateway.routing import Routing, needs, prompt_tokens_estimate

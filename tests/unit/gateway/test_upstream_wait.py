@@ -15,7 +15,7 @@ import pytest
 import uvloop
 
 from tidegate.commit import Committed
-from tidegate.config import Route
+from tidegate.config.model import Route
 from tidegate.errors import TidegateError
 from tidegate.events import Event, Finished, TextDelta
 from tidegate.gateway.cancel import CANCELLED, TIMED_OUT, CancelSignal, UpstreamClock

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from emulators.anthropic_upstream import REDACTED_DATA, SIGNATURE, sse_frame
-from tidegate.config import ProviderConfig
+from tidegate.config.model import ProviderConfig
 from tidegate.events import Event, Failed, Finished, ReasoningDelta, Started, TextDelta, ToolCallDelta, UsageReport
 from tidegate.providers.anthropic import AnthropicAdapter, AnthropicSSEDecoder, MessagesEventDecoder
 from tidegate.providers.transport import sanitize

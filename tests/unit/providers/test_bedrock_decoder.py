@@ -35,7 +35,7 @@ from emulators.anthropic_upstream import (
     eventstream_frame,
     scenario_events,
 )
-from tidegate.config import ProviderConfig
+from tidegate.config.model import ProviderConfig
 from tidegate.events import Event, Failed
 from tidegate.providers.bedrock import BedrockAdapter, BedrockStreamDecoder, bedrock_failure
 from tidegate.request import GenerationRequest

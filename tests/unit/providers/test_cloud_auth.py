@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from packaging.requirements import Requirement
 
 from emulators.anthropic_upstream import AnthropicFamilyEmulator
-from tidegate.config import ProviderConfig
+from tidegate.config.model import ProviderConfig
 from tidegate.errors import ProviderFailure
 from tidegate.providers.aws_auth import AwsCredentials, sigv4_headers
 from tidegate.providers.bedrock import BedrockAdapter
@@ -73,7 +73,7 @@ CLOUD_ONLY = textwrap.dedent(
             return None
 
     sys.meta_path.insert(0, NoRequests())
-    from tidegate.config import ProviderConfig
+    from tidegate.config.model import ProviderConfig
     from tidegate.providers.embeddings_remote import VertexEmbeddingProvider
     from tidegate.providers.google_auth import bearer_token
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tidegate.config import PROVIDER_KINDS, REQUIRED_KEYS, ProviderConfig, ServerConfig
+from tidegate.config.model import PROVIDER_KINDS, REQUIRED_KEYS, ProviderConfig, ServerConfig
 from tidegate.errors import NoProviderAvailable
 from tidegate.providers import fidelity
 from tidegate.providers.kinds import (
@@ -27,7 +27,7 @@ SRC = Path(__file__).resolve().parents[3] / "src" / "tidegate"
 
 
 def test_config_names_exactly_the_registered_kinds() -> None:
-    # config.py cannot import providers/ (the layers), so it keeps the names and each kind's
+    # config/model.py cannot import providers/ (the layers), so it keeps the names and each kind's
     # required keys itself; a kind added on one side only fails here (and at import of the registry)
     assert tuple(KINDS) == PROVIDER_KINDS
     assert set(REQUIRED_KEYS) == set(PROVIDER_KINDS)

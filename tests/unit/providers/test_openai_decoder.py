@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tidegate.config import ProviderConfig
+from tidegate.config.model import ProviderConfig
 from tidegate.events import (
     Event,
     Failed,

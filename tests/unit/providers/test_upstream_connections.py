@@ -15,7 +15,7 @@ import pytest
 import trustme
 
 from forward_proxy import PASSWORD, ForwardProxy
-from tidegate.config_load import parse_config
+from tidegate.config.load import parse_config
 from tidegate.errors import ProviderFailure
 from tidegate.gateway.router import build_provider
 from tidegate.providers.connect import ConnectFailed

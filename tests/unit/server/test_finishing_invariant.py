@@ -18,7 +18,7 @@ import pytest
 
 from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from loop_helpers import serving_asgi
-from tidegate.config_load import load_text
+from tidegate.config.load import load_text
 from tidegate.events import Failed
 from tidegate.gateway.generation import Generation
 from tidegate.keys import make_key

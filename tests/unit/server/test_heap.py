@@ -14,7 +14,7 @@ _PROBE = """
 import asyncio, gc, json, os, sys
 from tidegate.server import factory
 from tidegate.server.app import TidegateApp
-from tidegate.config_load import load_config
+from tidegate.config.load import load_config
 
 async def main(app):
     inbox = [{"type": "lifespan.startup"}]

@@ -17,7 +17,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from loop_helpers import serving_asgi
 from tidegate import tracing
-from tidegate.config_load import load_text
+from tidegate.config.load import load_text
 from tidegate.keys import make_key
 from tidegate.server.app import TidegateApp
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tidegate.config_load import load_text
+from tidegate.config.load import load_text
 from tidegate.errors import ConfigError
 from tidegate.store.open import open_store
 from tidegate.store.postgres import PostgresStore

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from ...config import CacheSettings
+from ...config.model import CacheSettings
 from ...errors import Forbidden, InvalidRequest, MethodNotAllowed, NotFound
 from ...keys import make_key
 from ...records import ApiKey, KeyLimits

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from ....commit import Committed
-from ....config import Config, ModelConfig
+from ....config.model import Config, ModelConfig
 from ....errors import InvalidRequest, ModelNotFound, NotFound, TidegateError, quote
 from ....events import Event, Failed
 from ....gateway.generation import Generation

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from ....commit import Committed
-from ....config import Config
+from ....config.model import Config
 from ....errors import ModelNotFound, TidegateError, quote
 from ....events import Event, Failed
 from ....gateway.generation import Generation

@@ -1,5 +1,5 @@
 """Loading the config: find the file (docs/api-operations.md §9 lookup order), convert each table to its declared
-struct (`config.py`), then check what one field's type cannot say. Every error names the key.
+struct (`config/model.py`), then check what one field's type cannot say. Every error names the key.
 
 Lookup order: `--config`, then `$TIDEGATE_CONFIG`, then `./tidegate.toml`, then the embedded default.
 """
@@ -15,8 +15,11 @@ from urllib.parse import urlsplit
 
 from msgspec import structs
 
-from .addresses import never_upstream, split_host_port
-from .config import (
+from ..addresses import never_upstream, split_host_port
+from ..errors import ConfigError
+from ..header_rules import header_problem
+from ..store_url import store_backend
+from .model import (
     REQUIRED_KEYS,
     Config,
     LoggingConfig,
@@ -26,12 +29,9 @@ from .config import (
     ServerConfig,
     StoreConfig,
 )
-from .config_upstream import check_connection, upstream_url
-from .config_values import check_keys, convert, table
-from .config_where import error_path, line_of
-from .errors import ConfigError
-from .header_rules import header_problem
-from .store_url import store_backend
+from .upstream import check_connection, upstream_url
+from .values import check_keys, convert, table
+from .where import error_path, line_of
 
 _ROOT_KEYS = {"server", "store", "providers", "models", "mcp", "logging"}
 _ROUTER_ONLY = ("candidates", "policy", "balanced_within_pct")

@@ -1,10 +1,10 @@
 """Configuration: one TOML file (docs/api-operations.md §9), declared once here.
 
 Each table is a msgspec struct: its fields are the keys, their types and bounds are the validation
-(`config_values.convert` words the errors), their defaults are the defaults, and their descriptions
+(`config/values.py`'s `convert` words the errors), their defaults are the defaults, and their descriptions
 are the reference tables of docs/configuration.md and the JSON schema for editors
-(`config_reference.py`). What one field's type cannot say (a provider named by a route, a kind's
-required keys, files that must load) is checked in `config_load.py`.
+(`config/reference.py`). What one field's type cannot say (a provider named by a route, a kind's
+required keys, files that must load) is checked in `config/load.py`.
 
 Secrets never live in the file: providers name environment variables (`api_key_env`, ...).
 """

@@ -1,6 +1,6 @@
 """The one bridge from a TOML table to a declared config struct, and the wording of its errors.
 
-msgspec checks types, bounds, choices and unknown keys from the declarations in `config.py`; this
+msgspec checks types, bounds, choices and unknown keys from the declarations in `config/model.py`; this
 module words its errors like the rest of the loader: the key's dotted path first, then what to fix
 (`server.keepalive_s: must be > 0, got -1`). Values are echoed only when they are numbers, booleans
 or a choice's short text: a misplaced secret never reaches a message or a log.
@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 import msgspec
 from msgspec import inspect as mi
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 T = TypeVar("T")
 

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from .addresses import canonical_host, never_upstream
-from .errors import ConfigError
+from ..addresses import canonical_host, never_upstream
+from ..errors import ConfigError
 
 if TYPE_CHECKING:
-    from .config import ProviderConfig
+    from .model import ProviderConfig
 
 
 def upstream_url(where: str, url: str) -> str:

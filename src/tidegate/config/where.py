@@ -1,7 +1,7 @@
 """The line of the TOML file a config error is about (`tidegate.toml:7: server.prot: unknown key`).
 
 `tomllib` gives values, not positions, and every config error already starts with the dotted path of
-its key (`config_values`). So the key is found again in the text: each line is read as a table
+its key (`config/values.py`). So the key is found again in the text: each line is read as a table
 header (`[models."m"]`) or a `key = ...` line under the last header, giving its full path, and the
 line whose path is the longest prefix of the error's path is the one shown; a key left over that
 lives inside an inline table (`routes = [{ provider = ... }]`) is then looked for on the lines that
