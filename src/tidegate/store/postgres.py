@@ -107,6 +107,16 @@ def _log_rows(generation_id: str, runs: list[LogRun]) -> list[tuple[str, str, in
     ]
 
 
+class _Connection(asyncpg.Connection):  # type: ignore[misc]
+    """A pooled connection released without asyncpg's reset query (advisory unlock, CLOSE ALL,
+    UNLISTEN, RESET ALL): the store leaves no session state behind (its advisory locks are
+    transaction-scoped, it never LISTENs, SETs or opens a cursor outside a transaction), and the
+    reset would be one more round trip on every release."""
+
+    def get_reset_query(self) -> str:
+        return ""
+
+
 class PostgresStore:
     def __init__(self, url: str, *, schema: str | None = None, max_connections: int = 10) -> None:
         self.dsn, url_schema = _split_url(url)
@@ -125,7 +135,12 @@ class PostgresStore:
             return
         settings = {"search_path": _quote_ident(self.schema)} if self.schema else {}
         self._pool = await asyncpg.create_pool(
-            self.dsn, min_size=1, max_size=self.max_connections, server_settings=settings, command_timeout=30
+            self.dsn,
+            min_size=1,
+            max_size=self.max_connections,
+            server_settings=settings,
+            command_timeout=30,
+            connection_class=_Connection,
         )
         try:  # yoyo's lock serialises gateways that start together
             await asyncio.to_thread(upgrade, "postgres", self.dsn, self.schema)

@@ -17,10 +17,25 @@ _LIVE = (
     "SELECT COUNT(*), COALESCE(SUM(r.amount), 0) FROM reservations r JOIN leases l ON l.owner = r.owner"
     " WHERE r.key_id = $1 AND l.expires_at > now()"
 )
-_DEAD = (
-    "DELETE FROM reservations WHERE key_id = $1 AND owner NOT IN (SELECT owner FROM leases WHERE expires_at > now())"
+# the clock, and the reservations whose owner's lease is live; the dead ones are deleted on the way
+# (the delete and the read see the same snapshot, and the join leaves the dead ones out of the sums)
+_CLOCK_AND_LIVE = (
+    "WITH dead AS (DELETE FROM reservations WHERE key_id = $1"
+    " AND owner NOT IN (SELECT owner FROM leases WHERE expires_at > now()))"
+    " SELECT EXTRACT(EPOCH FROM now())::float8, COUNT(*), COALESCE(SUM(r.amount), 0)"
+    " FROM reservations r JOIN leases l ON l.owner = r.owner WHERE r.key_id = $1 AND l.expires_at > now()"
 )
-_NOW = "SELECT EXTRACT(EPOCH FROM now())::float8"
+_UPDATE_COUNTERS = "UPDATE api_keys SET spent = $2, period_start = $3, rpm_tat = $4, tpm_tat = $5 WHERE id = $1"
+_UPDATE_AND_RESERVE = (
+    f"WITH counters AS ({_UPDATE_COUNTERS})"
+    " INSERT INTO reservations (generation_id, key_id, owner, amount, tokens) VALUES ($6, $1, $7, $8, $9)"
+)
+# the generation's reservation released (its tokens, None if it had none) and the key's row locked
+_RELEASE_AND_LOCK = (
+    "WITH held AS (DELETE FROM reservations WHERE generation_id = $1 RETURNING tokens)"
+    " SELECT spent, period_start, settings, tpm_tat, credits, (SELECT tokens FROM held)"
+    " FROM api_keys WHERE id = $2 FOR UPDATE"
+)
 _SELECT = f"SELECT {KEY_COLUMNS} FROM api_keys"
 
 
@@ -69,6 +84,11 @@ async def top_up(pool: asyncpg.Pool, key_id: str, amount: float) -> ApiKey | Non
 
 
 async def admit(pool: asyncpg.Pool, ask: Ask) -> Decision:
+    """Four statements in one transaction: lock the key's row, then read the clock and the live
+    reservations (a statement after the lock, so its snapshot holds every reservation committed
+    before it; dead owners' reservations go in the same statement), then write what was decided.
+    Each statement is a round trip and about 100 µs of the gateway's CPU (asyncpg's protocol), so
+    none is spent on what one statement can do."""
     async with pool.acquire() as conn, conn.transaction():
         row = await conn.fetchrow(
             "SELECT credits, spent, period_start, settings, rpm_tat, tpm_tat FROM api_keys WHERE id = $1 FOR UPDATE",
@@ -80,43 +100,28 @@ async def admit(pool: asyncpg.Pool, ask: Ask) -> Decision:
         c = Counters(
             row[0], row[1], row[2], limits.get("rpm"), limits.get("tpm"), limits.get("concurrent"), row[4], row[5]
         )
-        now = float(await conn.fetchval(_NOW))
-        await conn.execute(_DEAD, ask.key_id)
-        live = await conn.fetchrow(_LIVE, ask.key_id)
-        c.live, c.reserved = int(live[0]), float(live[1])
+        clock = await conn.fetchrow(_CLOCK_AND_LIVE, ask.key_id)
+        now, c.live, c.reserved = float(clock[0]), int(clock[1]), float(clock[2])
         rolled = roll_period(c, ask.period_floor)
         decision = decide(c, ask, now)
-        if decision.admitted or rolled:
-            await conn.execute(
-                "UPDATE api_keys SET spent = $2, period_start = $3, rpm_tat = $4, tpm_tat = $5 WHERE id = $1",
-                ask.key_id,
-                c.spent,
-                c.period_start,
-                c.rpm_tat,
-                c.tpm_tat,
-            )
+        counters = (ask.key_id, c.spent, c.period_start, c.rpm_tat, c.tpm_tat)
         if decision.admitted:
-            await conn.execute(
-                "INSERT INTO reservations (generation_id, key_id, owner, amount, tokens) VALUES ($1, $2, $3, $4, $5)",
-                ask.generation_id,
-                ask.key_id,
-                ask.owner,
-                float(ask.amount),
-                ask.tokens,
-            )
+            reservation = (ask.generation_id, ask.owner, float(ask.amount), ask.tokens)
+            await conn.execute(_UPDATE_AND_RESERVE, *counters, *reservation)
+        elif rolled:
+            await conn.execute(_UPDATE_COUNTERS, *counters)
         return decision
 
 
 async def settle(pool: asyncpg.Pool, key_id: str, generation_id: str, cost: float, tokens: int, floor: float) -> None:
+    """The reservation's delete and the key row's lock are one statement, the charge a second."""
     async with pool.acquire() as conn, conn.transaction():
-        held = await conn.fetchval("DELETE FROM reservations WHERE generation_id = $1 RETURNING tokens", generation_id)
-        row = await conn.fetchrow(
-            "SELECT spent, period_start, settings, tpm_tat, credits FROM api_keys WHERE id = $1 FOR UPDATE", key_id
-        )
+        row = await conn.fetchrow(_RELEASE_AND_LOCK, generation_id, key_id)
         if row is None:
             return
         spent, period_start = (0.0, floor) if floor > row[1] else (row[0], row[1])
         tpm = (orjson.loads(row[2]).get("limits") or {}).get("tpm")
+        held = row[5]
         tpm_tat = correct_tokens(row[3], tpm, held, tokens) if held is not None else row[3]
         await conn.execute(
             "UPDATE api_keys SET spent = $2, period_start = $3, tpm_tat = $4 WHERE id = $1",
