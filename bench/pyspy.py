@@ -20,7 +20,7 @@ _RUNNER = (
     "uvicorn/server.py",
     "uvicorn/_compat.py",
     "asyncio/runners.py",
-    "tidegate/cli.py",
+    "tidegate/cli/serve.py",
     "tidegate/__main__.py",
     "asyncio/base_events.py",
     "asyncio/events.py",

@@ -63,7 +63,7 @@ def test_the_startup_line_names_the_address_the_config_the_store_and_the_console
 
 
 def test_the_store_is_shown_without_its_password_or_query() -> None:
-    from tidegate.cli import redacted_store_url
+    from tidegate.cli.serve import redacted_store_url
 
     shown = redacted_store_url("postgresql://app:s3cret-pw@db.internal:5432/tidegate?password=other&schema=x")
     assert shown == "postgresql://app:***@db.internal:5432/tidegate"

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from tidegate.cli import main
+from tidegate.cli.main import main
 from tidegate.config.load import default_config_text, load_text, parse_config
 from tidegate.config.model import TABLES
 from tidegate.config.reference import BEGIN, END, reference, schema, schema_text

@@ -16,7 +16,7 @@ import httpx
 import orjson
 from rich.console import Console
 
-from .client import (
+from ..client import (
     Client,
     Done,
     IncompleteStream,
@@ -29,7 +29,7 @@ from .client import (
     TidegateClientError,
     ToolCall,
 )
-from .client.base import DEFAULT_TIMEOUT, auth_headers, check_json, resolve_base_url
+from ..client.base import DEFAULT_TIMEOUT, auth_headers, check_json, resolve_base_url
 
 F = TypeVar("F", bound=Callable[..., Any])
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"

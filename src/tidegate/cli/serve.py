@@ -1,4 +1,6 @@
-"""The `tidegate` command: serve, keys, check-config, config-schema, models, chat, replay."""
+"""`tidegate serve`: the config loaded and checked once, the store prepared (pruning, the first
+start's key), then the server: one process, uvicorn's multiprocess mode, or the Supervisor's workers
+on a shared port (server/workers.py)."""
 
 from __future__ import annotations
 
@@ -9,30 +11,18 @@ import signal
 import sys
 import time
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 import click
 
-from .cli_keys import keys
-from .cli_seed import seed_generations
-from .config.load import load_config
-from .config.model import Config
-from .errors import ConfigError
-from .keys import make_key
-from .server.workers import STARTUP_FAILURE, Supervisor, announcing_server, claim_port, reuse_port_supported
-from .store.facets import console_of
-from .store.open import open_store
-from .store_url import store_backend
-
-T = TypeVar("T")
-
-
-def _load(config_path: str | None) -> Config:
-    try:
-        return load_config(config_path)
-    except ConfigError as exc:
-        raise click.ClickException(f"config error: {exc}") from None
+from ..config.model import Config
+from ..errors import ConfigError
+from ..keys import make_key
+from ..server.workers import STARTUP_FAILURE, Supervisor, announcing_server, claim_port, reuse_port_supported
+from ..store.facets import console_of
+from ..store.open import open_store
+from .common import load_or_fail
 
 
 def _is_loopback(host: str) -> bool:
@@ -109,13 +99,7 @@ def _stop_cleanly(signum: int, frame: FrameType | None) -> None:
     os._exit(0)
 
 
-@click.group()
-@click.version_option(package_name="tidegate")
-def main() -> None:
-    """tidegate: a self-hosted, streaming-first LLM API gateway."""
-
-
-@main.command()
+@click.command("serve")
 @click.option("--config", "config_path", type=click.Path(), default=None, help="TOML config file")
 @click.option("--host", default=None, help="bind address (default: server.host)")
 @click.option("--port", type=int, default=None, help="port (default: server.port)")
@@ -130,7 +114,7 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
     # (exit status -15: `make: *** [serve] Terminated`)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _stop_cleanly)
-    config = _load(config_path)
+    config = load_or_fail(config_path)
     if config_path:
         os.environ["TIDEGATE_CONFIG"] = os.path.abspath(config_path)
     host = host or config.server.host
@@ -175,94 +159,3 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
     server.run()
     if not server.started:
         sys.exit(STARTUP_FAILURE)
-
-
-main.add_command(keys)
-main.add_command(seed_generations)
-
-
-@main.group()
-def db() -> None:
-    """The store's schema."""
-
-
-@db.command("upgrade")
-@click.option("--config", "config_path", type=click.Path(), default=None)
-def db_upgrade(config_path: str | None) -> None:
-    """Apply the schema migrations this version has and the store lacks (a gateway does it at start)."""
-    from .store import schema
-
-    url = _load(config_path).store.url
-    backend = store_backend(url)
-    try:
-        if backend == "sqlite":
-            from .store.sqlite import SQLiteStore
-
-            applied = schema.upgrade("sqlite", SQLiteStore(url).path)
-        elif backend == "postgres":
-            from .store.postgres import PostgresStore
-
-            store = PostgresStore(url)
-            applied = schema.upgrade("postgres", store.dsn, store.schema)
-        else:
-            click.echo("the Redis store keeps no schema: nothing to migrate")
-            return
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
-    for migration in applied:
-        click.echo(f"applied {migration}")
-    click.echo(f"schema up to date: {schema.known(backend)[-1]}")
-
-
-@main.command("config-schema")
-def config_schema() -> None:
-    """Print the JSON schema of tidegate.toml (for editors; docs/tidegate.schema.json)."""
-    from .config.reference import schema_text
-
-    click.echo(schema_text(), nl=False)
-
-
-@main.command("check-config")
-@click.option("--config", "config_path", type=click.Path(), default=None)
-@click.option("--no-probe", is_flag=True, help="only validate; do not try to reach the store or the providers")
-def check_config(config_path: str | None, no_probe: bool) -> None:
-    """Validate the config, then report whether the store and each provider can be reached (no
-    generation is sent). Exits 1 when it reports a problem."""
-    from .probe import probe, probe_store
-
-    config = _load(config_path)
-    click.echo(f"config OK: {config.source}")
-    click.echo(f"  models: {', '.join(config.models) or '-'}")
-    problems = 0
-    if no_probe:
-        click.echo(f"  store: {config.store.url.split('://')[0]}")
-    else:
-        store = probe_store(config.store.url)
-        problems += not store.ok
-        click.echo(f"  store: {store.provider}: {'ok' if store.ok else 'PROBLEM'}: {store.detail}")
-    click.echo("  providers:")
-    for name, p in config.providers.items():
-        if no_probe:
-            click.echo(f"    {name} ({p.kind})")
-            continue
-        result = probe(p)
-        problems += not result.ok
-        click.echo(f"    {name} ({p.kind}): {'ok' if result.ok else 'PROBLEM'}: {result.detail}")
-    if problems:
-        click.echo(f"{problems} problem{'s' if problems > 1 else ''} found", err=True)
-        sys.exit(1)
-
-
-from .cli_client import chat, models_cmd, replay  # noqa: E402
-
-main.add_command(chat)
-main.add_command(models_cmd)
-main.add_command(replay)
-
-from .cli_client import generations  # noqa: E402
-
-main.add_command(generations)
-
-from .cli_client import embed  # noqa: E402
-
-main.add_command(embed)

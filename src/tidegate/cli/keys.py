@@ -15,10 +15,10 @@ from typing import Any
 import click
 import httpx
 
-from .config.load import load_config
-from .errors import ConfigError
-from .keys import make_key
-from .store.open import open_store
+from ..config.load import load_config
+from ..errors import ConfigError
+from ..keys import make_key
+from ..store.open import open_store
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 

@@ -6,9 +6,9 @@ import asyncio
 
 import click
 
-from .config.load import load_config
-from .errors import ConfigError
-from .store.open import open_store
+from ..config.load import load_config
+from ..errors import ConfigError
+from ..store.open import open_store
 
 
 @click.command("seed-generations")
@@ -21,7 +21,7 @@ def seed_generations(config_path: str | None, count: int, keys: int) -> None:
     """Write COUNT realistic generation records (30 days, several models, providers and keys, some
     failures) and their console rollups into the store (SQLite or PostgreSQL), to try the console
     at scale. Never on a store that serves real traffic: the records are made up."""
-    from .store.seed import seed
+    from ..store.seed import seed
 
     try:
         config = load_config(config_path)
