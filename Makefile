@@ -47,7 +47,7 @@ lint: $(STAMP)
 	$(BIN)/mypy --strict src
 	$(BIN)/lint-imports
 
-# run a second time with server/shortcuts.py switched off: the same bytes through uvicorn's own send
+# run a second time with server/runtime/shortcuts.py switched off: the same bytes through uvicorn's own send
 SHORTCUTS_OFF_TESTS := tests/integration/test_stream_faults.py tests/integration/test_openai_passthrough.py
 
 test: $(STAMP) $(VENDOR)/.installed $(AGENTS)/node_modules/.package-lock.json lint

@@ -21,6 +21,8 @@ _RUNNER = (
     "uvicorn/_compat.py",
     "asyncio/runners.py",
     "tidegate/cli/serve.py",
+    "tidegate/server/runtime/run.py",
+    "tidegate/server/runtime/workers.py",
     "tidegate/__main__.py",
     "asyncio/base_events.py",
     "asyncio/events.py",

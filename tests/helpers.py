@@ -98,7 +98,7 @@ def start_server(
     if master_key is not None:
         env["TIDEGATE_MASTER_KEY"] = master_key
     env["TIDEGATE_LOG_LEVEL"] = "DEBUG"  # the whole suite runs its gateways at DEBUG: no secret may show
-    if os.environ.get("TIDEGATE_TEST_SHORTCUTS") == "off":  # `make test`'s second pass (server/shortcuts.py)
+    if os.environ.get("TIDEGATE_TEST_SHORTCUTS") == "off":  # `make test`'s second pass (server/runtime/shortcuts.py)
         env["TIDEGATE_SERVER_SHORTCUTS"] = "off"
     env.update(extra_env or {})
     log_path = workdir / "server.log"

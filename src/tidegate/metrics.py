@@ -1,7 +1,7 @@
 """Prometheus metrics (docs/api-edges.md §14), with `prometheus-client`.
 
 One registry per process; under `tidegate serve --workers N` the supervisor gives every worker the
-same `PROMETHEUS_MULTIPROC_DIR` (server/workers.py) and `/metrics` in any worker answers for all of
+same `PROMETHEUS_MULTIPROC_DIR` (server/runtime/workers.py) and `/metrics` in any worker answers for all of
 them (`MultiProcessCollector`). Labels are bounded: routes with ids replaced, catalog model ids,
 configured provider names, failure codes, statuses; never a key, a prompt or free text. Nothing
 here runs per chunk: a generation's metrics are counted once, when it ends.

@@ -1,6 +1,6 @@
-"""`tidegate serve`: the config loaded and checked once, the store prepared (pruning, the first
-start's key), then the server: one process, uvicorn's multiprocess mode, or the Supervisor's workers
-on a shared port (server/workers.py)."""
+"""`tidegate serve`: the config loaded and checked once, the port claimed, the store prepared
+(pruning, the first start's key), then the server (server/runtime/run.py: one process, or workers
+that each load the same config file once)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import signal
 import sys
 import time
 from types import FrameType
-from typing import Any
 from urllib.parse import urlsplit
 
 import click
@@ -19,7 +18,7 @@ import click
 from ..config.model import Config
 from ..errors import ConfigError
 from ..keys import make_key
-from ..server.workers import STARTUP_FAILURE, Supervisor, announcing_server, claim_port, reuse_port_supported
+from ..server.runtime.workers import claim_port, reuse_port_supported
 from ..store.facets import console_of
 from ..store.open import open_store
 from .common import load_or_fail
@@ -106,7 +105,7 @@ def _stop_cleanly(signum: int, frame: FrameType | None) -> None:
 @click.option("--workers", type=int, default=None, help="worker processes (default: server.workers)")
 def serve(config_path: str | None, host: str | None, port: int | None, workers: int | None) -> None:
     """Start the gateway."""
-    import uvicorn
+    from ..server.runtime.run import run_server
 
     # What a stop signal does outside the server's own handling: before it runs, it ends the start;
     # after the server has stopped (the app's shutdown done), uvicorn raises the signal again for
@@ -114,13 +113,11 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
     # (exit status -15: `make: *** [serve] Terminated`)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _stop_cleanly)
-    config = load_or_fail(config_path)
-    if config_path:
-        os.environ["TIDEGATE_CONFIG"] = os.path.abspath(config_path)
+    config = load_or_fail(config_path)  # the one load and check: workers are handed its file (run_server)
     host = host or config.server.host
     port = config.server.port if port is None else port
     workers = workers or config.server.workers
-    # several workers: a listening socket each (server/workers.py); the port is claimed before the
+    # several workers: a listening socket each (server/runtime/workers.py); the port is claimed before the
     # store is touched, so a second gateway on a taken port fails before it marks anything interrupted
     claimed = claim_port(host, port) if workers > 1 and reuse_port_supported() else None
     if claimed is not None:
@@ -132,30 +129,4 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
         raise click.ClickException(str(exc)) from None
     if created is not None:
         _print_first_key(created, _base_url(host, port))
-    options: dict[str, Any] = {
-        "app": "tidegate.server.factory:create_app",
-        "factory": True,
-        "loop": "uvloop",
-        "http": "tidegate.server.guard:GuardedHttpProtocol",  # httptools behind docs/api-edges.md §16's limits
-        "timeout_keep_alive": 5,  # an idle keep-alive connection closes after 5 s (docs/api-edges.md §16)
-        "lifespan": "on",
-        "access_log": False,
-        "proxy_headers": False,  # nothing reads the client address or scheme: skip the per-request rewrite
-        "server_header": False,  # no `server: uvicorn` on every answer (a header's two regex checks in uvicorn)
-        "log_level": "warning",
-        # a stop drains before the server's shutdown starts; a reload's hand-off (server/drain.py)
-        # drains during it, and its streams get `drain_s` and a moment to write their endings
-        "timeout_graceful_shutdown": config.server.drain_s + 5,
-    }
-    banner = _startup_line(config, host, port)
-    if claimed is not None:
-        supervisor = Supervisor(options, claimed, workers, config.server.worker_timeout_s, config.server.drain_s)
-        sys.exit(supervisor.run(banner))
-    if workers > 1:  # uvicorn's own multiprocess mode (no SO_REUSEPORT here)
-        click.echo(banner, err=True)
-        uvicorn.run(host=host, port=port, workers=workers, **options)
-        return
-    server = announcing_server(uvicorn.Config(host=host, port=port, **options), banner)
-    server.run()
-    if not server.started:
-        sys.exit(STARTUP_FAILURE)
+    sys.exit(run_server(config, host, port, workers, claimed, _startup_line(config, host, port)))

@@ -22,14 +22,7 @@ from ..records import ApiKey
 from ..store.base import GenerationStore
 from ..store.facets import console_of
 from ..store.open import open_store
-from . import (
-    access_log,
-    heap,
-    models,
-    ops,
-    replay,
-    shortcuts,
-)
+from . import access_log, heap, models, ops, replay
 from .admin import audit, console, generations, stats
 from .admin import cache as cache_admin
 from .admin import keys as keys_admin
@@ -43,9 +36,10 @@ from .doors.images import handler as images_door
 from .doors.messages import handler as messages_door
 from .doors.responses import handler as responses_door
 from .doors.responses import native as native_door
-from .drain import Drain
 from .hosts import HostCheck
 from .http import Receive, Request, Scope, Send
+from .runtime import shortcuts
+from .runtime.drain import Drain
 from .state import AppState
 
 log = logging.getLogger("tidegate.server")
@@ -88,7 +82,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], KeyedHandler]] = [
 ]
 
 
-# the endpoints that start a generation: a draining gateway refuses them (server/drain.py)
+# the endpoints that start a generation: a draining gateway refuses them (server/runtime/drain.py)
 _GENERATION_PATHS = frozenset(
     {
         "/v1/chat/completions",
@@ -294,7 +288,7 @@ class TidegateApp:
             message: dict[str, Any] = dict(await receive())
             if message["type"] == "lifespan.startup":
                 try:
-                    log.info("server shortcuts %s (server/shortcuts.py)", shortcuts.STATUS)
+                    log.info("server shortcuts %s (server/runtime/shortcuts.py)", shortcuts.STATUS)
                     tracing.configure()
                     await self.state.store.open()
                     await self.state.leases.start()  # a lease, and one sweep, before /readyz

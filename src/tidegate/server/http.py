@@ -13,7 +13,7 @@ import orjson
 
 from ..errors import InvalidRequest, PayloadTooLarge, TidegateError
 from ..resume import Resume
-from .shortcuts import chunked_cycle, write_chunk
+from .runtime.shortcuts import chunked_cycle, write_chunk
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

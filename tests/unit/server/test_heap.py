@@ -12,7 +12,7 @@ from pathlib import Path
 
 _PROBE = """
 import asyncio, gc, json, os, sys
-from tidegate.server import factory
+from tidegate.server.runtime import factory
 from tidegate.server.app import TidegateApp
 from tidegate.config.load import load_config
 

@@ -12,9 +12,9 @@ import pytest
 from uvicorn.protocols.http import httptools_impl
 
 from loop_helpers import serving_asgi
-from tidegate.server import shortcuts
 from tidegate.server.http import Request
-from tidegate.server.shortcuts import chunked_cycle
+from tidegate.server.runtime import shortcuts
+from tidegate.server.runtime.shortcuts import chunked_cycle
 
 EVENTS = [b'id: 0\ndata: {"a":1}\n\n', b"x" * 70_000, b": keep-alive\n\n", b"id: 1\ndata: [DONE]\n\n"]
 

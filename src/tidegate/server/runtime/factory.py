@@ -1,12 +1,16 @@
-"""App factory for uvicorn (`--workers N` imports the app by name in each worker)."""
+"""The app a worker serves, made from the config it loaded once: the same object gives the guard its
+limits. `create_app` is the factory uvicorn's own multiprocess mode imports by name in each worker
+(`tidegate serve --workers N` where `SO_REUSEPORT` does not spread connections)."""
 
 from __future__ import annotations
 
 import logging
 import os
 
-from ..config.load import load_config
-from .app import TidegateApp
+from ...config.load import load_config
+from ...config.model import Config
+from ..app import TidegateApp
+from .guard import use_limits
 
 # Libraries whose DEBUG output carries secrets or bodies: botocore logs the canonical request it
 # signs (the AWS session token among its headers), HTTP clients log headers, the MCP client logs
@@ -35,6 +39,13 @@ def configure_logging() -> None:
         logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))
 
 
-def create_app() -> TidegateApp:
+def build_app(config: Config) -> TidegateApp:
+    """A server worker's app and the guard's limits, both from `config`."""
     configure_logging()
-    return TidegateApp(load_config(os.environ.get("TIDEGATE_CONFIG") or None), settle_heap=True)
+    use_limits(config.server)
+    return TidegateApp(config, settle_heap=True)
+
+
+def create_app() -> TidegateApp:
+    """For uvicorn's import by name: the config `tidegate serve` names in `$TIDEGATE_CONFIG`."""
+    return build_app(load_config(os.environ.get("TIDEGATE_CONFIG") or None))

@@ -13,7 +13,7 @@ workers keep dying young), one that fails at startup stops the whole server (exi
 uvicorn), SIGHUP replaces the workers one at a time (each new one serving before its old one is
 stopped with the drain's hand-off signal, which closes the old one's socket at once: a config file
 edited meanwhile takes effect), SIGINT/SIGTERM stop the workers gracefully (each drains, listening
-on: server/drain.py; a second SIGINT is passed on, and ends their streams at once) and then the
+on: server/runtime/drain.py; a second SIGINT is passed on, and ends their streams at once) and then the
 parent.
 
 A worker whose event loop stops running is replaced too: each worker's loop stamps a heartbeat in
@@ -123,13 +123,33 @@ def announcing_server(config: uvicorn.Config, banner: str) -> uvicorn.Server:
     return AnnouncingServer(config)
 
 
-def _worker_main(uvicorn_options: dict[str, Any], host: str, port: int, serving: Event, heartbeat: Heartbeat) -> None:
-    """A worker process: its own listening socket, then uvicorn's server on it; `serving` is set
-    once the server has started (the app's startup done, the socket listening). The server's event
-    loop stamps `heartbeat` from its start. SIGUSR1 writes every thread's stack to stderr."""
+class WorkerSettings(NamedTuple):
+    """What the Supervisor hands each worker it starts (pickled to the spawned process, never written
+    to a file): the config file `tidegate serve` loaded, absolute (None: the embedded default), which
+    the worker loads once for its app and its guard (read at the worker's start, so a reload's
+    workers see the file as edited), and uvicorn's settings but the app and the protocol."""
+
+    config_file: str | None
+    uvicorn_options: dict[str, Any]
+
+
+def _worker_main(settings: WorkerSettings, host: str, port: int, serving: Event, heartbeat: Heartbeat) -> None:
+    """A worker process: its config loaded, its own listening socket, then uvicorn's server on it;
+    `serving` is set once the server has started (the app's startup done, the socket listening). The
+    server's event loop stamps `heartbeat` from its start. SIGUSR1 writes every thread's stack to stderr."""
     import uvicorn
 
+    from ...config.load import load_config
+    from ...errors import ConfigError
+    from .factory import build_app
+    from .guard import GuardedHttpProtocol
+
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    try:
+        config = load_config(settings.config_file)
+    except ConfigError as exc:  # a file edited into an error since the start: this worker cannot serve
+        print(f"tidegate worker {os.getpid()}: config error: {exc}", file=sys.stderr)
+        sys.exit(1)
 
     try:
         sock = _reuse_port_socket(host, port)
@@ -146,7 +166,10 @@ def _worker_main(uvicorn_options: dict[str, Any], host: str, port: int, serving:
             _beat(asyncio.get_running_loop(), heartbeat)
             await super().serve(sockets=sockets)
 
-    server = BeatingServer(uvicorn.Config(host=host, port=port, **uvicorn_options))
+    app = build_app(config)
+    server = BeatingServer(
+        uvicorn.Config(app, host=host, port=port, http=GuardedHttpProtocol, **settings.uvicorn_options)
+    )
 
     def tell_when_serving() -> None:
         while not server.started and not server.should_exit:
@@ -173,16 +196,16 @@ class Supervisor:
 
     def __init__(
         self,
-        uvicorn_options: dict[str, Any],
+        settings: WorkerSettings,
         claimed: socket.socket,
         count: int,
         hang_timeout_s: float = 0.0,
         drain_s: float = 0.0,
     ) -> None:
-        self._options = uvicorn_options
-        # a stopping worker drains first (server/drain.py), then the server's graceful shutdown runs
+        self._settings = settings
+        # a stopping worker drains first (server/runtime/drain.py), then the server's graceful shutdown runs
         # (bounded by its own timeout)
-        graceful = float(uvicorn_options.get("timeout_graceful_shutdown") or 0)
+        graceful = float(settings.uvicorn_options.get("timeout_graceful_shutdown") or 0)
         self._grace_s = drain_s + ENDINGS_S + graceful + _STOP_GRACE_S
         self._hang_timeout_s = hang_timeout_s
         self._claimed = claimed
@@ -200,7 +223,7 @@ class Supervisor:
         serving = self._context.Event()
         heartbeat: Heartbeat = self._context.RawValue("d", 0.0)
         process = self._context.Process(
-            target=_worker_main, args=(self._options, self._host, self._port, serving, heartbeat)
+            target=_worker_main, args=(self._settings, self._host, self._port, serving, heartbeat)
         )
         process.start()
         return Worker(process, time.monotonic(), serving, heartbeat)

@@ -2,8 +2,8 @@
 
 uvicorn with httptools enforces none of them: a 64 MB header, 100,000 headers, a head sent a byte
 a second and a connection that never sends anything were all kept open. `GuardedHttpProtocol` is
-the protocol `tidegate serve` names in uvicorn's `http` setting (an import string, as uvicorn takes
-its own): it makes the ordinary httptools protocol and hands it the transport and every byte, after
+the protocol class `tidegate serve` gives uvicorn's `http` setting (by its import string in uvicorn's
+own multiprocess mode): it makes the ordinary httptools protocol and hands it the transport and every byte, after
 reading the request heads itself with a parser of its own (httptools, the same parser):
 - a head over `max_header_bytes` or with more than `max_headers` headers: 431, closed, nothing more
   read (what a connection can make the gateway hold is bounded by these);
@@ -19,7 +19,6 @@ runs per streamed chunk. Idle keep-alive connections are uvicorn's own `timeout_
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -27,15 +26,28 @@ import httptools
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from ...config.model import ServerConfig
+
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    max_header_bytes: int = 65536
-    max_headers: int = 100
-    header_timeout_s: float = 10.0
-    body_timeout_s: float = 30.0
-    max_connections: int = 4096
-    body_min_bytes_per_s: int = 1024
+    max_header_bytes: int
+    max_headers: int
+    header_timeout_s: float
+    body_timeout_s: float
+    max_connections: int
+    body_min_bytes_per_s: int
+
+    @classmethod
+    def of(cls, server: ServerConfig) -> Limits:
+        return cls(
+            server.max_header_bytes,
+            server.max_headers,
+            server.header_timeout_s,
+            server.body_timeout_s,
+            server.max_connections,
+            server.body_min_bytes_per_s,
+        )
 
     @property
     def body_share(self) -> int:
@@ -49,21 +61,16 @@ _open = 0  # connections open on this worker
 _reading: set[GuardedHttpProtocol] = set()  # the connections reading a request body
 
 
-def limits() -> Limits:
-    """This process's limits, from the config `tidegate serve` names in `$TIDEGATE_CONFIG`."""
+def use_limits(server: ServerConfig) -> None:
+    """This process's limits: the worker's `[server]` settings, from the config it loaded for its app
+    (server/runtime/factory.py), set before uvicorn makes the first protocol."""
     global _limits
-    if _limits is None:
-        from ..config.load import load_config
+    _limits = Limits.of(server)
 
-        server = load_config(os.environ.get("TIDEGATE_CONFIG") or None).server
-        _limits = Limits(
-            server.max_header_bytes,
-            server.max_headers,
-            server.header_timeout_s,
-            server.body_timeout_s,
-            server.max_connections,
-            server.body_min_bytes_per_s,
-        )
+
+def limits() -> Limits:
+    if _limits is None:
+        raise RuntimeError("the guard's limits are set from the worker's config (use_limits) before it serves")
     return _limits
 
 
