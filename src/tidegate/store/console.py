@@ -2,9 +2,10 @@
 log and logged bodies, behind a protocol of their own (`ConsoleStore`), apart from `GenerationStore`.
 
 Rollups are kept as records end (PostgreSQL adds to the buckets in the record's final statement;
-SQLite and Redis sum them in memory and write them once a second, store/rollup_writer.py), so a console view reads a few hundred bucket rows and
-never scans generation records. Time to first token is kept as a histogram over fixed
-log-spaced bounds, so buckets add up and any sum of them still gives a p50/p95.
+SQLite and Redis sum them in memory and write them once a second, store/rollup_writer.py), so a
+console view reads a few hundred bucket rows and never scans generation records. Time to first
+token is kept as a histogram over fixed log-spaced bounds, so buckets add up and any sum of them
+still gives a p50/p95.
 """
 
 from __future__ import annotations

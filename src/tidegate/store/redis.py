@@ -254,8 +254,13 @@ class RedisStore:
         in_progress = "1" if record.status == "in_progress" else "0"
         written = await self._run(
             "put_gen",
-            [self._k("gen", record.id), self._k("owner", record.owner), self._k("tail", record.id)],
-            [mode, self._k("owner", ""), in_progress, record.id, *_gen_fields(record)],
+            [
+                self._k("gen", record.id),
+                self._k("owner", record.owner),
+                self._k("tail", record.id),
+                self._k("console", "gens"),
+            ],
+            [mode, self._k("owner", ""), in_progress, record.id, repr(record.created_at), *_gen_fields(record)],
         )
         return bool(written)
 
@@ -266,8 +271,7 @@ class RedisStore:
         if log:
             await self.append_log(record.id, log)  # first: the outcome is never seen before its log
         written = await self._put("update", record)
-        if written and record.status != "in_progress":  # the console's index and rollups (store/redis_rollups.py)
-            await self._cmd("ZADD", self._k("console", "gens"), record.created_at, record.id)
+        if written and record.status != "in_progress":  # indexed by the script; rollups: store/redis_rollups.py
             self.rollups.add(record)
         return written
 

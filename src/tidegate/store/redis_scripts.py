@@ -145,7 +145,8 @@ redis.call('HSET', KEYS[1], unpack(ARGV))
 return 1
 """
 
-# KEYS: gen, owner set of the new owner, tail channel. ARGV: mode, old-owner-set prefix, in_progress flag, id, fields...
+# KEYS: gen, owner set of the new owner, tail channel, the console's index of ended records.
+# ARGV: mode, old-owner-set prefix, in_progress flag, id, created_at, fields...
 # An update (a generation's outcome) is written only while the record is still in progress: one a
 # lease sweep marked `interrupted` keeps that outcome.
 PUT_GEN = """
@@ -158,9 +159,12 @@ if exists then
   local old = redis.call('HGET', KEYS[1], 'owner')
   if old then redis.call('SREM', ARGV[2] .. cjson.decode(old), ARGV[4]) end
 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 5))
+redis.call('HSET', KEYS[1], unpack(ARGV, 6))
 if ARGV[3] == '1' then redis.call('SADD', KEYS[2], ARGV[4]) end
-if ARGV[1] == 'update' then redis.call('PUBLISH', KEYS[3], '') end
+if ARGV[1] == 'update' then
+  redis.call('PUBLISH', KEYS[3], '')
+  if ARGV[3] == '0' then redis.call('ZADD', KEYS[4], ARGV[5], ARGV[4]) end
+end
 return 1
 """
 
