@@ -101,6 +101,33 @@ class RelaySettings:
 
 
 class Relay:
+    __slots__ = (
+        "_attempt",
+        "_clock",
+        "_direct_data_at",
+        "_direct_span",
+        "_route_done",
+        "_stream",
+        "accepted",
+        "attempts",
+        "breakers",
+        "cancel",
+        "committed",
+        "excluded",
+        "failures",
+        "generation_id",
+        "health",
+        "on_commit",
+        "provider",
+        "request",
+        "route_index",
+        "routes",
+        "served_model",
+        "settings",
+        "skipped",
+        "trace",
+    )  # one per stream: no instance dict
+
     def __init__(
         self,
         request: GenerationRequest,

@@ -131,6 +131,14 @@ class HttpResponse:
             self._headers = out
         return self._headers
 
+    def drop_headers(self) -> None:
+        """Forget the head: a stream whose status was a success never reads it again, and the ~10
+        name/value pairs a provider sends would otherwise stay for as long as the stream is open."""
+        self._raw_headers = []
+        self._headers = {}
+        if self._conn is not None:
+            self._conn.headers = []
+
     async def read_chunk(self) -> bytes:
         """The bytes that have arrived (waiting for some), or b"" once the body has ended. Raises
         `UpstreamDisconnected` / `UpstreamHttpError` when the body cannot end properly."""

@@ -69,6 +69,16 @@ def error_text(payload: Any) -> tuple[str, str]:
 class OpenAIDecoder:
     """Stateful: bytes of an OpenAI-compatible chunk stream in, canonical events out."""
 
+    __slots__ = (
+        "_done",
+        "_finished",
+        "_secret",
+        "_sse",
+        "_started",
+        "provider",
+        "served_model",
+    )  # one per stream: no instance dict
+
     def __init__(self, provider: str, served_model: str, secret: str | None = None) -> None:
         self.provider = provider
         self.served_model = served_model

@@ -281,6 +281,7 @@ class HttpProvider:
     async def open_chat(self, request: GenerationRequest, served_model: str) -> HttpStream:
         req = await self.adapter.build_request(request, served_model)
         response = await self.send(req)
+        response.drop_headers()
         return HttpStream(response, self.adapter.new_decoder(request, served_model), self.name)
 
     async def aclose(self) -> None:

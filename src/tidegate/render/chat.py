@@ -56,6 +56,18 @@ class ChatStreamRenderer:
     """One stream's chunks. Built path: ids `chatcmpl-<generation id>`, role first, never repeated.
     Passthrough (an upstream `RawFrame` arrived): upstream chunk bytes are forwarded untouched."""
 
+    __slots__ = (
+        "_role_sent",
+        "_upstream_usage_sent",
+        "chunk_id",
+        "created",
+        "include_usage",
+        "model",
+        "next_id",
+        "passthrough",
+        "upstream_id",
+    )  # one per stream: no instance dict
+
     def __init__(
         self,
         *,
