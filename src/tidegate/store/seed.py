@@ -15,7 +15,7 @@ from typing import Any
 from ..ids import _ALPHABET
 from ..records import GenerationRecord, Usage
 from .base import GenerationStore
-from .console import RESOLUTIONS, Rollup
+from .console import Rollup, RollupBuffer
 from .console_sql import rollup_add
 from .rows import GEN_COLUMNS, record_params
 
@@ -75,31 +75,6 @@ def fake_records(count: int, key_ids: list[str], now: float, seed: int = 54) -> 
         yield record
 
 
-class Rollups:
-    """Seeded records' rollups summed in memory, then written once per bucket row."""
-
-    def __init__(self) -> None:
-        self.rows: dict[tuple[int, int, str, str, str], list[Any]] = {}
-
-    def add(self, record: GenerationRecord) -> None:
-        r = Rollup.of(record)
-        for res in RESOLUTIONS:
-            k = (res, int(r.created_at // res) * res, r.model, r.provider, r.key_id)
-            row = self.rows.get(k)
-            if row is None:
-                row = self.rows[k] = [0, 0, 0, 0, 0.0] + [0] * 25
-            row[0] += 1
-            row[1] += int(r.error)
-            row[2] += r.input_tokens
-            row[3] += r.output_tokens
-            row[4] += r.cost
-            if r.ttft_bucket >= 0:
-                row[5 + r.ttft_bucket] += 1
-
-    def params(self) -> list[tuple[Any, ...]]:
-        return [(*k, *v) for k, v in self.rows.items()]
-
-
 async def seed_keys(store: GenerationStore, count: int) -> list[str]:
     from ..keys import make_key
 
@@ -117,15 +92,15 @@ def seed_sqlite(path: str, records: Iterator[GenerationRecord]) -> int:
     db.execute("PRAGMA synchronous=OFF")  # a bulk load: a crash halfway leaves a half-seeded store, not a broken one
     columns = GEN_COLUMNS.split(", ")
     insert = f"INSERT INTO generations ({GEN_COLUMNS}) VALUES ({', '.join('?' * len(columns))})"
-    rollups, written, batch = Rollups(), 0, []
+    rollups, written, batch = RollupBuffer(), 0, []
     for record in records:
         batch.append(record_params(record))
-        rollups.add(record)
+        rollups.add(Rollup.of(record))
         if len(batch) >= BATCH:
             written += _sqlite_batch(db, insert, batch)
     written += _sqlite_batch(db, insert, batch)
     db.execute("BEGIN")
-    db.executemany(rollup_add(lambda i: f"?{i}"), rollups.params())
+    db.executemany(rollup_add(lambda i: f"?{i}"), rollups.take())
     db.execute("COMMIT")
     db.execute("ANALYZE")
     db.close()
@@ -144,10 +119,10 @@ def _sqlite_batch(db: sqlite3.Connection, insert: str, batch: list[tuple[Any, ..
 
 async def seed_postgres(pool: Any, records: Iterator[GenerationRecord]) -> int:
     columns = GEN_COLUMNS.split(", ")
-    rollups, written, batch = Rollups(), 0, []
+    rollups, written, batch = RollupBuffer(), 0, []
     for record in records:
         batch.append(record_params(record))
-        rollups.add(record)
+        rollups.add(Rollup.of(record))
         if len(batch) >= BATCH:
             await pool.copy_records_to_table("generations", records=batch, columns=columns)
             written += len(batch)
@@ -155,7 +130,7 @@ async def seed_postgres(pool: Any, records: Iterator[GenerationRecord]) -> int:
     if batch:
         await pool.copy_records_to_table("generations", records=batch, columns=columns)
         written += len(batch)
-    await pool.executemany(rollup_add(lambda i: f"${i}"), rollups.params())
+    await pool.executemany(rollup_add(lambda i: f"${i}"), rollups.take())
     await pool.execute("ANALYZE generations")
     await pool.execute("ANALYZE console_rollup")
     return written
