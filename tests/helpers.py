@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import select
+import signal
 import socket
 import subprocess
 import sys
@@ -63,6 +65,32 @@ class ServerProcess:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+def stop_and_time(server: ServerProcess, bound_s: float, grace_s: float = 10.0) -> float:
+    """SIGTERM to `server`, and the seconds until its process exited, waited for on a pidfd (the
+    wait blocks outside the interpreter: a test process busy with many client threads still sees the
+    exit when it happens). A gateway still running `bound_s + grace_s` after the signal gets SIGUSR1
+    (its threads' stacks go to its log), then SIGKILL, and the test fails with its log's tail: what
+    it still ran, never a hung test."""
+    pidfd = os.pidfd_open(server.proc.pid)
+    try:
+        started = time.monotonic()
+        server.proc.terminate()
+        exited, _, _ = select.select([pidfd], [], [], bound_s + grace_s)
+        elapsed = time.monotonic() - started
+    finally:
+        os.close(pidfd)
+    if not exited:
+        server.proc.send_signal(signal.SIGUSR1)
+        time.sleep(0.5)
+        server.kill()
+        raise AssertionError(
+            f"{server.base_url} still ran {elapsed:.1f} s after SIGTERM (bound {bound_s:g} s); its log's end:\n"
+            + server.log()[-8000:]
+        )
+    server.proc.wait()
+    return elapsed
 
 
 STARTED: list[ServerProcess] = []  # every gateway this test session started (the secrets check reads them)
@@ -167,13 +195,22 @@ class SSEResult:
         return bool(self.events) and self.events[-1].data == "[DONE]"
 
 
-def stream_sse(url: str, body: dict[str, Any] | bytes, headers: dict[str, str], timeout: float = 60.0) -> SSEResult:
-    """POST and read the whole SSE response with tidegate's own decoder (raw bytes kept)."""
+def stream_sse(
+    url: str,
+    body: dict[str, Any] | bytes,
+    headers: dict[str, str],
+    timeout: float = 60.0,
+    client: httpx.Client | None = None,
+) -> SSEResult:
+    """POST and read the whole SSE response with tidegate's own decoder (raw bytes kept). `client`:
+    one to reuse (a test that sends many requests from each thread: a new client per request loads
+    the system's certificates each time)."""
     content = body if isinstance(body, bytes) else orjson.dumps(body)
     decoder = SSEDecoder()
     events: list[SSEEvent] = []
     raw = bytearray()
-    with httpx.stream(
+    send = client.stream if client is not None else httpx.stream
+    with send(
         "POST", url, content=content, headers={"content-type": "application/json", **headers}, timeout=timeout
     ) as resp:
         for chunk in resp.iter_raw():

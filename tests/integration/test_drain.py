@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 import uuid
@@ -26,7 +27,7 @@ import orjson
 import pytest
 
 from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from helpers import RawStream, ServerProcess, free_port, start_server
+from helpers import RawStream, ServerProcess, free_port, start_server, stop_and_time
 
 REPO = Path(__file__).resolve().parents[2]
 NATIVE = "/api/v1/llm/responses"
@@ -263,3 +264,54 @@ def test_a_reload_hands_off_new_connections_while_the_old_workers_streams_finish
             assert b"[DONE]" not in stream.body and _last_data(stream)["error"]["code"] == "interrupted"
     finally:
         server.stop()
+
+
+def _stalled_stream(server: ServerProcess, body: dict[str, Any]) -> socket.socket:
+    """A streaming request whose client never reads: with a small receive buffer the gateway's
+    writes soon wait on it, and its ending can never be written."""
+    host, port = server.base_url.removeprefix("http://").split(":")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((host, int(port)))
+    raw = orjson.dumps(body)
+    sock.sendall(
+        f"POST {NATIVE} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {server.key}\r\nContent-Length: {len(raw)}\r\n\r\n".encode()
+        + raw
+    )
+    return sock
+
+
+def test_a_stop_exits_within_drain_s_plus_2_s_whatever_its_clients_do(upstream: OpenAIUpstream, tmp_path: Path) -> None:
+    """A client that stopped reading mid-stream, an idle keep-alive connection and one that never
+    sent its request hold nothing up: the process exits within `drain_s` + 2 s of SIGTERM, and the
+    reading client's stream ends `interrupted` with its record."""
+    drain_s = 1.0
+    config = _config(tmp_path, upstream, drain_s=drain_s).replace('"slow:0.05"', '"slow:0.001"')
+    server = start_server(tmp_path / "a", config)
+    host, port = server.base_url.removeprefix("http://").split(":")
+    stalled = [_stalled_stream(server, _native("slow")) for _ in range(3)]
+    idle = socket.create_connection((host, int(port)))
+    idle.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    assert idle.recv(4096).startswith(b"HTTP/1.1 200")
+    silent = socket.create_connection((host, int(port)))
+    reading = RawStream(server.base_url, NATIVE, _native("slow"), server.headers)
+    try:
+        reading.read_events(20)
+        time.sleep(1.0)  # the stalled streams fill their buffers meanwhile
+        elapsed = stop_and_time(server, drain_s + 2)
+        assert elapsed <= drain_s + 2, server.log()[-4000:]
+        assert server.proc.returncode == 0
+        reading.read_to_end(timeout=5)
+        assert reading.events[-1].event == "error" and _last_data(reading)["error"]["code"] == "interrupted"
+        gid = reading.headers["x-generation-id"]
+    finally:
+        for sock in (*stalled, idle, silent):
+            sock.close()
+        reading.close()
+        server.stop()
+    after = start_server(tmp_path / "b", config)  # the same store: the record the stop wrote
+    try:
+        assert _record(after, gid)["status"] == "interrupted"
+    finally:
+        after.stop()

@@ -297,6 +297,8 @@ class Gateway:
         door's failure ending, a final record). Returns how many were running."""
         running = list(self.running.values())
         for gen in running:
+            if isinstance(gen, Generation):
+                gen.recorder.stopping = True
             if isinstance(gen.cancel, CancelSignal):
                 gen.cancel.set("interrupted")
             else:  # an embedding call: one answer, cancelled as such

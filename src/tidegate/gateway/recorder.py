@@ -52,7 +52,7 @@ from ..store.base import RecordsAndLogs
 from .admission import Ticket
 from .eventlog import encode_event
 from .flusher import LogFlusher
-from .usage import cost_of, estimate_usage, rough_usage, tokenizer_ready
+from .usage import cost_of, estimate_usage, rough_usage, tokenizer_loaded, tokenizer_ready
 
 _log = logging.getLogger("tidegate.recorder")
 # the pace's samples kept (a flusher round each: 48 s of stream at 0.2 s); past that every other one goes
@@ -73,6 +73,9 @@ class Recorder:
     tool_args: list[str] = field(default_factory=list)
     usage: UsageReport | None = None
     finish_reason: str | None = None
+    # the gateway's stop ended it (`interrupt_all`): the stop is bounded (docs/api-operations.md §10),
+    # so its estimate never waits for the tokenizer's first load, seconds on a loaded machine
+    stopping: bool = False
     _first_token_at: float | None = None
     frames: list[bytes] = field(default_factory=list)  # the frames not yet known stored (followers read them)
     frames_base: int = 0  # the index (SSE id) of `frames[0]`: the ones before it are only in the store
@@ -327,6 +330,10 @@ class Recorder:
         """When the provider sent no usage: the tokenizer loaded and the estimate counted on a thread
         (a large prompt takes a good part of a second, which the event loop must not wait for)."""
         if self.usage is not None:
+            return
+        if self.stopping and not tokenizer_loaded():
+            output, reasoning = self.output_text + "".join(self.tool_args), "".join(self.reasoning)
+            self.usage = rough_usage(self.messages, output, reasoning)
             return
         await tokenizer_ready()
         if self.usage is None:

@@ -24,6 +24,10 @@ def _get_encoding() -> Any:
     return _encoding
 
 
+def tokenizer_loaded() -> bool:
+    return _encoding is not None
+
+
 async def tokenizer_ready() -> None:
     """Load the tokenizer on a thread if it is not loaded yet. Importing it takes about a second and
     ~100 MB, so it happens on the first estimate, never on the event loop (that would stall every
@@ -106,7 +110,8 @@ def estimate_usage(messages: list[dict[str, Any]], output_text: str, reasoning_t
 
 
 def rough_usage(messages: list[dict[str, Any]], output_text: str, reasoning_text: str = "") -> UsageReport:
-    """The estimate of last resort, ~4 characters a token: what is billed if counting ever fails."""
+    """The estimate of last resort, ~4 characters a token: what is billed if counting ever fails, or
+    when a stop interrupts a generation before the tokenizer was ever loaded."""
     prompt = sum(len(_message_text(m)) for m in messages) // 4 + 3 * len(messages) + 3
     reasoning = len(reasoning_text) // 4
     return UsageReport(

@@ -82,6 +82,7 @@ _ROUTES: list[tuple[str, re.Pattern[str], KeyedHandler]] = [
 ]
 
 
+_EXIT_S = 0.1  # of a stop's bound, kept for the process to exit once the app's shutdown is over
 # the endpoints that start a generation: a draining gateway refuses them (server/runtime/drain.py)
 _GENERATION_PATHS = frozenset(
     {
@@ -305,12 +306,20 @@ class TidegateApp:
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 self.state.ready = False
-                await self.drain.finish()
-                for task in self.state.tasks:
-                    task.cancel()
-                await asyncio.gather(*self.state.tasks, return_exceptions=True)
-                await self.state.gateway.aclose()
-                await self.state.leases.stop()
-                await self.state.store.close()
+                left = self.drain.remaining()  # a stop's bound (server/runtime/drain.py); None: no signal
+                try:
+                    async with asyncio.timeout(None if left is None else max(0.0, left - _EXIT_S)):
+                        await self._shut_down()
+                except TimeoutError:
+                    log.error("stopping: the app's shutdown (lease, store) did not finish within the stop's bound")
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+    async def _shut_down(self) -> None:
+        await self.drain.finish()
+        for task in self.state.tasks:
+            task.cancel()
+        await asyncio.gather(*self.state.tasks, return_exceptions=True)
+        await self.state.gateway.aclose()
+        await self.state.leases.stop()
+        await self.state.store.close()

@@ -45,4 +45,4 @@ def test_workers_are_handed_the_file_serve_read(tmp_path: Path, monkeypatch: pyt
 def test_uvicorn_is_given_neither_the_app_nor_the_protocol_by_name() -> None:
     options = uvicorn_options(load_text(CONFIG, "t.toml"))
     assert not {"app", "factory", "http", "host", "port"} & set(options)
-    assert options["timeout_graceful_shutdown"] == 8
+    assert options["timeout_graceful_shutdown"] == 5  # drain_s + 2 s, the stop's bound (server/runtime/drain.py)

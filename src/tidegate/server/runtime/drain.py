@@ -8,6 +8,12 @@ what is in flight gets `[server] drain_s` to finish. Then whatever still runs en
 (its door's failure ending, a final record), and once those endings are written the server's
 handler runs: it stops listening and shuts down (the lease is released in the app's shutdown).
 
+The whole stop is bounded: the process exits within `drain_s` + `EXIT_MARGIN_S` of the signal,
+whatever its clients and proxies do (docs/api-operations.md §10). The endings get what is left of
+the margin but `SERVER_RESERVE_S`; the server's graceful wait for its connections and the app's
+shutdown get the rest (server.py reads `deadline()`), and a timer ends the process at the deadline
+should anything still hold it, after logging what did.
+
 SIGUSR2 hands off instead (`tidegate serve --workers N` sends it to the worker a reload replaces):
 the server stops listening at once, so the other processes on the port take every new connection,
 while what runs gets the same `drain_s` and the same endings. What reaches it before its socket
@@ -26,8 +32,12 @@ installs none, nothing is chained and the drain is only what the server itself d
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
+import os
 import signal
+import sys
+import threading
 import time
 from collections.abc import Callable
 from types import FrameType
@@ -37,7 +47,11 @@ log = logging.getLogger("tidegate.drain")
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 HANDOFF = signal.SIGUSR2
-ENDINGS_S = 5.0  # after the interrupt, how long the failure endings get to be written before the server stops
+EXIT_MARGIN_S = 2.0  # the process exits this long after `drain_s` at the latest (docs/api-operations.md §10)
+# what the server's shutdown keeps of the margin: closing the connections and the app's shutdown
+# (the lease, the store); measured 0.1-0.3 s with 50 streams through nginx on a loaded machine
+SERVER_RESERVE_S = 0.5
+_EXIT_LATENCY_S = 0.2  # the deadline's timer fires this early: a thread's wake-up and the exit itself
 _POLL_S = 0.05
 
 
@@ -68,6 +82,7 @@ class Drain:
         self._previous: dict[int, Any] = {}
         self._signum: int | None = None
         self._handed_over = False
+        self._deadline: float | None = None  # time.monotonic() by which the process has exited
         self.draining = False
         self.refusing = False  # new generations get 503: a drain that keeps listening (not a hand-off)
 
@@ -87,16 +102,18 @@ class Drain:
             signal.signal(HANDOFF, self._on_signal)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self.begin, signum)
+        if self._loop is not None:  # the bound counts from the signal, not from the loop's next step
+            self._loop.call_soon_threadsafe(self.begin, signum, time.monotonic())
 
-    def begin(self, signum: int = signal.SIGTERM) -> None:
+    def begin(self, signum: int = signal.SIGTERM, signalled_at: float | None = None) -> None:
         if self.draining:
             if signum == signal.SIGINT and not self._forced and not self._handed_over:
                 log.warning("Ctrl-C again: what still runs ends interrupted now")
                 self._forced = True
             return
         self.draining = True
+        self._deadline = (signalled_at or time.monotonic()) + self.drain_s + EXIT_MARGIN_S
+        self._arm_deadline_timer(self._deadline)
         self._signum = signal.SIGTERM if signum == HANDOFF else signum
         self._not_ready()
         if signum == HANDOFF:
@@ -127,13 +144,44 @@ class Drain:
             await asyncio.sleep(_POLL_S)
         return True
 
+    def remaining(self) -> float | None:
+        """Seconds until the process must have exited; None while not stopping."""
+        return None if self._deadline is None else self._deadline - time.monotonic()
+
     async def _drain(self) -> None:
         if not await self._wait_idle(self.drain_s, forcible=True):
             interrupted = self._interrupt_all()
             if interrupted:
                 log.warning("drain over: %s still running ended interrupted", _plural(interrupted, "generation"))
-            await self._wait_idle(ENDINGS_S, forcible=False)
+            left = self.remaining() or 0.0
+            if not await self._wait_idle(max(0.0, left - SERVER_RESERVE_S), forcible=False):
+                log.error(
+                    "stopping: %s not answered to the end when the server's shutdown began",
+                    _plural(self._in_flight(), "request"),
+                )
         self._hand_over()
+
+    def _arm_deadline_timer(self, deadline: float) -> None:
+        """A thread that ends the process at `deadline` if it is still running then: the bound holds
+        even if a connection, a store call or a blocked loop keeps the shutdown from finishing."""
+        timer = threading.Timer(max(0.0, deadline - _EXIT_LATENCY_S - time.monotonic()), self._overdue)
+        timer.daemon = True
+        timer.start()
+
+    def _overdue(self) -> None:
+        log.error(
+            "stopping: still running %.1f s after the signal (drain_s = %g s + %g s): %s and %s in"
+            " flight; exiting now; the threads' stacks follow",
+            self.drain_s + EXIT_MARGIN_S,
+            self.drain_s,
+            EXIT_MARGIN_S,
+            _plural(self._running(), "generation"),
+            _plural(self._in_flight(), "request"),
+        )
+        faulthandler.dump_traceback(all_threads=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
     def _hand_over(self) -> None:
         """The server's own shutdown, as if the signal came now."""

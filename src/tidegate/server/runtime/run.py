@@ -5,7 +5,9 @@ multiprocess mode (its workers import the app factory by name)."""
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import signal
 import socket
 from typing import Any
 
@@ -15,7 +17,8 @@ import uvicorn
 from ...config.model import Config
 from .factory import build_app
 from .guard import GuardedHttpProtocol
-from .workers import STARTUP_FAILURE, Supervisor, WorkerSettings, announcing_server
+from .server import GatewayServer
+from .workers import STARTUP_FAILURE, Supervisor, WorkerSettings
 
 # uvicorn's own multiprocess mode starts its workers itself: they find the app and the protocol by name
 APP_FACTORY = "tidegate.server.runtime.factory:create_app"
@@ -32,9 +35,9 @@ def uvicorn_options(config: Config) -> dict[str, Any]:
         "proxy_headers": False,  # nothing reads the client address or scheme: skip the per-request rewrite
         "server_header": False,  # no `server: uvicorn` on every answer (a header's two regex checks in uvicorn)
         "log_level": "warning",
-        # a stop drains before the server's shutdown starts; a reload's hand-off (drain.py) drains
-        # during it, and its streams get `drain_s` and a moment to write their endings
-        "timeout_graceful_shutdown": config.server.drain_s + 5,
+        # a stop drains before the server's shutdown starts, a reload's hand-off (drain.py) during
+        # it; tidegate's own server narrows this to what is left of the stop's bound (server.py)
+        "timeout_graceful_shutdown": int(config.server.drain_s) + 2,
     }
 
 
@@ -59,7 +62,9 @@ def run_server(config: Config, host: str, port: int, workers: int, claimed: sock
         click.echo(banner, err=True)
         uvicorn.run(APP_FACTORY, factory=True, http=GUARDED_HTTP, host=host, port=port, workers=workers, **options)
         return 0
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # every thread's stack to stderr, as a worker's
     app = build_app(config)
-    server = announcing_server(uvicorn.Config(app, host=host, port=port, http=GuardedHttpProtocol, **options), banner)
+    uvicorn_config = uvicorn.Config(app, host=host, port=port, http=GuardedHttpProtocol, **options)
+    server = GatewayServer(uvicorn_config, app.drain, banner)
     server.run()
     return 0 if server.started else STARTUP_FAILURE

@@ -26,7 +26,6 @@ that a blocking call holds.
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import faulthandler
 import multiprocessing
@@ -41,34 +40,20 @@ import time
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from multiprocessing.synchronize import Event
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 import click
 from prometheus_client import multiprocess
 
-from .drain import ENDINGS_S, HANDOFF
-
-if TYPE_CHECKING:
-    import uvicorn
+from .drain import EXIT_MARGIN_S, HANDOFF
+from .server import Heartbeat
 
 STARTUP_FAILURE = 3  # uvicorn's exit code for a worker that could not start (bad bind, failed lifespan)
 _YOUNG_S = 5.0  # a worker that dies younger than this is restarted after a growing pause
 _MAX_PAUSE_S = 10.0
 _STOP_GRACE_S = 10.0  # after SIGTERM a worker gets its own graceful timeout (the drain) plus this long
 _READY_TIMEOUT_S = 120.0  # a reload gives up on a new worker that is not serving by then
-_BEAT_S = 1.0  # a worker's loop stamps its heartbeat this often
 _STACKS_S = 0.5  # after SIGUSR1 a hung worker gets this long to write its stacks before SIGKILL
-
-
-class Heartbeat(Protocol):
-    """A `multiprocessing` shared double: the monotonic time a worker's loop last ran (0: not yet)."""
-
-    value: float
-
-
-def _beat(loop: asyncio.AbstractEventLoop, heartbeat: Heartbeat) -> None:
-    heartbeat.value = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process (Linux)
-    loop.call_later(_BEAT_S, _beat, loop, heartbeat)
 
 
 def reuse_port_supported() -> bool:
@@ -109,20 +94,6 @@ def claim_port(host: str, port: int) -> socket.socket:
     return _reuse_port_socket(host, port)
 
 
-def announcing_server(config: uvicorn.Config, banner: str) -> uvicorn.Server:
-    """uvicorn's server that prints `banner` to stderr once it has started (the app's startup done,
-    the socket listening): a port it cannot bind prints no line that says it serves."""
-    import uvicorn
-
-    class AnnouncingServer(uvicorn.Server):
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets=sockets)
-            if self.started:
-                click.echo(banner, err=True)
-
-    return AnnouncingServer(config)
-
-
 class WorkerSettings(NamedTuple):
     """What the Supervisor hands each worker it starts (pickled to the spawned process, never written
     to a file): the config file `tidegate serve` loaded, absolute (None: the embedded default), which
@@ -143,6 +114,7 @@ def _worker_main(settings: WorkerSettings, host: str, port: int, serving: Event,
     from ...errors import ConfigError
     from .factory import build_app
     from .guard import GuardedHttpProtocol
+    from .server import GatewayServer
 
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
@@ -157,19 +129,9 @@ def _worker_main(settings: WorkerSettings, host: str, port: int, serving: Event,
         print(f"tidegate worker {os.getpid()}: cannot listen on {host}:{port}: {exc.strerror}", file=sys.stderr)
         sys.exit(STARTUP_FAILURE)
 
-    class BeatingServer(uvicorn.Server):
-        """uvicorn's server whose event loop stamps `heartbeat` from its first step on, before the
-        app's startup and the socket's listening: no moment when it listens and has no heartbeat
-        to miss (a worker stopped in that moment was never replaced)."""
-
-        async def serve(self, sockets: list[socket.socket] | None = None) -> None:
-            _beat(asyncio.get_running_loop(), heartbeat)
-            await super().serve(sockets=sockets)
-
     app = build_app(config)
-    server = BeatingServer(
-        uvicorn.Config(app, host=host, port=port, http=GuardedHttpProtocol, **settings.uvicorn_options)
-    )
+    uvicorn_config = uvicorn.Config(app, host=host, port=port, http=GuardedHttpProtocol, **settings.uvicorn_options)
+    server = GatewayServer(uvicorn_config, app.drain, heartbeat=heartbeat)
 
     def tell_when_serving() -> None:
         while not server.started and not server.should_exit:
@@ -203,10 +165,8 @@ class Supervisor:
         drain_s: float = 0.0,
     ) -> None:
         self._settings = settings
-        # a stopping worker drains first (server/runtime/drain.py), then the server's graceful shutdown runs
-        # (bounded by its own timeout)
-        graceful = float(settings.uvicorn_options.get("timeout_graceful_shutdown") or 0)
-        self._grace_s = drain_s + ENDINGS_S + graceful + _STOP_GRACE_S
+        # a stopping worker exits within drain_s + EXIT_MARGIN_S of the signal (server/runtime/drain.py)
+        self._grace_s = drain_s + EXIT_MARGIN_S + _STOP_GRACE_S
         self._hang_timeout_s = hang_timeout_s
         self._claimed = claimed
         self._host, self._port = claimed.getsockname()[:2]
