@@ -41,7 +41,7 @@ from typing import Final
 from urllib.parse import quote, unquote, urlsplit
 
 from .. import metrics
-from .connect import ConnectFailed, Connector
+from .connect import AddressRefused, ConnectFailed, Connector
 from .http_connection import READ_HIGH_WATER, Connection, UpstreamDisconnected, UpstreamHttpError
 from .redact import Redactor, credentials
 from .upstream import Proxy, Upstream
@@ -52,6 +52,7 @@ _QUERY_SAFE: Final = _PATH_SAFE + "?"
 
 __all__ = [
     "READ_HIGH_WATER",
+    "AddressRefused",
     "ConnectFailed",
     "HttpClient",
     "HttpResponse",
