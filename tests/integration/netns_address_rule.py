@@ -64,6 +64,7 @@ class Trap:
 def _hosts(path: Path, rebind_to: str) -> None:
     lines = ["127.0.0.1 localhost control.test", f"{rebind_to} rebind.test"]
     lines += [f"{address} {name}.test" for name, address in REFUSED_NAMES.items()]
+    lines.append(f"{METADATA} proxy.test")
     path.write_text("\n".join(lines) + "\n")  # in place: the bind mount follows the file, not its name
 
 
@@ -88,6 +89,9 @@ def main(workdir: Path) -> None:
     providers = {
         n: {"kind": "openai", "base_url": f"http://{n}.test:{port}/v1", "api_key_env": "CANARY_KEY"} for n in names
     }
+    # an allowed upstream through a proxy whose name resolves to the metadata address
+    providers["viaproxy"] = {**providers["control"], "proxy": f"http://proxy.test:{port}"}
+    names.append("viaproxy")
     toml = tidegate_toml(f"sqlite:///{workdir / 'tidegate.db'}", providers, {n: [(n, "m")] for n in names})
     config = workdir / "check.toml"
     config.write_text(toml)

@@ -76,3 +76,11 @@ def test_nothing_reached_the_metadata_listener(outcome: dict[str, Any]) -> None:
     """Not a connection, so not a byte of the request and not the key."""
     assert outcome["trap"] == []
     assert CANARY not in outcome["log"]
+
+
+def test_a_proxy_whose_name_resolves_to_the_metadata_address_is_refused(outcome: dict[str, Any]) -> None:
+    answer = outcome["answers"]["viaproxy"]
+    assert answer["status"] == 503
+    assert json.loads(answer["body"])["error"]["message"] == "no provider could be reached: viaproxy (address_refused)"
+    assert "provider viaproxy: proxy proxy.test:" in outcome["log"]
+    assert ": refused: proxy.test resolves to 169.254.169.254" in outcome["log"]
