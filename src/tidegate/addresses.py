@@ -3,10 +3,17 @@
 A resolver reads far more than dotted quads: `2852039166`, `0xA9FEA9FE`, `0251.0376.0251.0376` and
 `169.254.43518` are all 169.254.169.254 to `inet_aton` (which `getaddrinfo` uses for numeric hosts),
 `[::ffff:169.254.169.254]` and `[::ffff:a9fe:a9fe]` reach the IPv4 address through the IPv4-mapped
-range, `64:ff9b::a9fe:a9fe` through a NAT64 gateway, and `169.254.169.254.` is the same host with the
+range, `[::169.254.169.254]` through the IPv4-compatible one, `::ffff:0:a9fe:a9fe` through SIIT,
+`64:ff9b::a9fe:a9fe` through a NAT64 gateway, and `169.254.169.254.` is the same host with the
 root's dot. A rule that compares the text misses each of them, so every rule (a provider's base URL
 and proxy, an MCP server and `[mcp] allowed_hosts`, the `Host` header against `[server]
 allowed_hosts`) first passes the host through `canonical_host` / `address_of` here.
+
+Other IPv6 addresses carry an IPv4 address that a relay on the way may deliver to: 6to4
+(`2002:a9fe:a9fe::`), Teredo (its server and its obfuscated client), NAT64's local-use prefix
+(`64:ff9b:1::/48`, every RFC 6052 prefix length) and ISATAP interface identifiers. They are other
+hosts, so their canonical spelling stays IPv6, but the address rule (`never_upstream_address`)
+looks at every IPv4 address they carry (`embedded_ipv4`).
 """
 
 from __future__ import annotations
@@ -21,6 +28,10 @@ METADATA_ADDRESSES: frozenset[Address] = frozenset(
 )
 METADATA_NAMES = frozenset({"metadata.google.internal", "metadata.goog", "instance-data.ec2.internal"})
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+_COMPATIBLE = ipaddress.ip_network("::/96")
+_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
+_ISATAP_IDS = (0x00005EFE, 0x02005EFE)
 _DIGITS = {8: frozenset("01234567"), 10: frozenset("0123456789"), 16: frozenset("0123456789abcdef")}
 
 
@@ -68,13 +79,47 @@ def _bare(host: str) -> str:
 
 
 def unwrap(addr: Address) -> Address:
-    """The IPv4 address an IPv6 one reaches (IPv4-mapped, NAT64's well-known prefix), else itself."""
+    """The IPv4 address an IPv6 one is another spelling of (IPv4-mapped, IPv4-compatible, SIIT's
+    IPv4-translated, NAT64's well-known prefix), else itself. `::` and `::1` stay IPv6."""
     if isinstance(addr, ipaddress.IPv6Address):
         if addr.ipv4_mapped is not None:
             return addr.ipv4_mapped
-        if addr in _NAT64:
+        if addr in _NAT64 or addr in _TRANSLATED or (addr in _COMPATIBLE and int(addr) > 1):
             return ipaddress.IPv4Address(int(addr) & 0xFFFFFFFF)
     return addr
+
+
+def _rfc6052(number: int) -> list[ipaddress.IPv4Address]:
+    """The IPv4 address a `64:ff9b:1::/48` address carries at each RFC 6052 prefix length (48, 56,
+    64, 96): bits 64-71 are the reserved `u` octet, skipped."""
+    octets = number.to_bytes(16, "big")
+    return [
+        ipaddress.IPv4Address(octets[6:8] + octets[9:11]),
+        ipaddress.IPv4Address(octets[7:8] + octets[9:12]),
+        ipaddress.IPv4Address(octets[9:13]),
+        ipaddress.IPv4Address(octets[12:16]),
+    ]
+
+
+def embedded_ipv4(addr: Address) -> list[ipaddress.IPv4Address]:
+    """Every IPv4 address an IPv6 address carries, for the address rule: its own spelling
+    (`unwrap`), 6to4's, Teredo's server and client, NAT64's local-use prefix and ISATAP's."""
+    if not isinstance(addr, ipaddress.IPv6Address):
+        return []
+    found: list[ipaddress.IPv4Address] = []
+    same = unwrap(addr)
+    if isinstance(same, ipaddress.IPv4Address):
+        found.append(same)
+    if addr.sixtofour is not None:
+        found.append(addr.sixtofour)
+    if addr.teredo is not None:
+        found.extend(addr.teredo)
+    number = int(addr)
+    if addr in _NAT64_LOCAL:
+        found.extend(_rfc6052(number))
+    if (number >> 32) & 0xFFFFFFFF in _ISATAP_IDS:
+        found.append(ipaddress.IPv4Address(number & 0xFFFFFFFF))
+    return found
 
 
 def address_of(host: str) -> Address | None:
@@ -118,14 +163,33 @@ def split_host_port(text: str) -> tuple[str, int | None]:
 def is_metadata(host: str) -> bool:
     """A cloud metadata endpoint, by name or by address in any spelling."""
     addr = address_of(host)
-    return addr in METADATA_ADDRESSES if addr is not None else _bare(host) in METADATA_NAMES
+    return is_metadata_address(addr) if addr is not None else _bare(host) in METADATA_NAMES
+
+
+def is_metadata_address(addr: Address) -> bool:
+    """A metadata address itself or carried inside an IPv6 one (`embedded_ipv4`)."""
+    return addr in METADATA_ADDRESSES or any(v4 in METADATA_ADDRESSES for v4 in embedded_ipv4(addr))
+
+
+def never_upstream_address(addr: Address) -> bool:
+    """A metadata or link-local address (169.254.0.0/16, fe80::/10), itself or carried inside an
+    IPv6 address: never connected to for a provider, a proxy or a probe."""
+    return any(a in METADATA_ADDRESSES or a.is_link_local for a in (addr, *embedded_ipv4(addr)))
 
 
 def never_upstream(host: str) -> bool:
-    """A metadata endpoint or a link-local address (169.254.0.0/16, fe80::/10), however written:
-    never a provider, a proxy or a probe's target."""
+    """A metadata endpoint or a link-local address, by name or in any spelling (`never_upstream_address`)."""
     addr = address_of(host)
-    return is_metadata(host) or (addr is not None and addr.is_link_local)
+    return never_upstream_address(addr) if addr is not None else _bare(host) in METADATA_NAMES
+
+
+def refused_address(host: str, addresses: list[str]) -> str | None:
+    """The refusal, worded once for check-config and every connection: the first of `host`'s
+    resolved addresses the rule refuses, or None when all may be connected to."""
+    for text in addresses:
+        if never_upstream(text):
+            return f"{host} resolves to {canonical_host(text)}, a link-local or metadata address, never an upstream"
+    return None
 
 
 def host_matches(pattern: str, host: str, port: int | None) -> tuple[bool, bool]:

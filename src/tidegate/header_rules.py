@@ -29,8 +29,10 @@ REFUSED = frozenset(
 )
 
 
-def header_problem(name: str, value: str) -> str | None:
-    """Why `name: value` may not be forwarded (a phrase naming the header, never its value), or None."""
+def header_problem(name: str, value: str, ascii_only: bool = False) -> str | None:
+    """Why `name: value` may not be forwarded (a phrase naming the header, never its value), or None.
+    `ascii_only`: the value must be ASCII too (the MCP client's HTTP library writes header values
+    as ASCII, and anything else would fail the call itself rather than the request)."""
     shown = repr(name[:64]) + ("…" if len(name) > 64 else "")  # a client's name: quoted, capped
     if not _TOKEN.match(name):
         return f"header name {shown} is not a valid HTTP field name"
@@ -39,4 +41,6 @@ def header_problem(name: str, value: str) -> str | None:
         return f"header {shown} is set by the gateway's connection, not by a caller"
     if any((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F for c in value):
         return f"header {shown} has a control character (CR, LF...) in its value"
+    if ascii_only and not value.isascii():
+        return f"header {shown} has a character outside ASCII in its value (encode it, e.g. percent-encoding)"
     return None

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from .addresses import canonical_host, never_upstream
+from .addresses import refused_address
 from .config.model import ProviderConfig
 
 if TYPE_CHECKING:
@@ -44,9 +44,9 @@ def _tcp(url: str) -> tuple[bool, str]:
     except OSError as exc:
         return False, f"unreachable ({host}:{port}: {type(exc).__name__})"
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
-    refused = [a for a in addresses if never_upstream(a)]
-    if refused:
-        return False, f"refused: {host} resolves to {canonical_host(refused[0])}, a link-local or metadata address"
+    refusal = refused_address(host, addresses)
+    if refusal is not None:
+        return False, f"refused: {refusal}"
     failure: OSError | None = None
     for address in addresses:
         try:

@@ -27,6 +27,10 @@ METADATA_SPELLINGS = [
     "[::ffff:169.254.169.254]",
     "[::ffff:a9fe:a9fe]",
     "[64:ff9b::a9fe:a9fe]",
+    "[::169.254.169.254]",
+    "[::ffff:0:a9fe:a9fe]",
+    "[2002:a9fe:a9fe::1]",
+    "[64:ff9b:1::a9fe:a9fe]",
     "169.254.169.254.",
     "METADATA.GOOGLE.INTERNAL.",
 ]

@@ -174,6 +174,14 @@ routes = [{{ provider = "slow", model = "hold-2000" }}]
 [models."slow/forever"]
 type = "embedding"
 routes = [{{ provider = "slow", model = "hold-60000" }}]
+[providers.slow-tight]
+kind = "openai"
+base_url = "{slow}/v1"
+max_connections = 1
+upstream_idle_timeout_s = 1.0
+[models."slow/tight"]
+type = "embedding"
+routes = [{{ provider = "slow-tight", model = "hold-900" }}]
 """
 
 
@@ -536,3 +544,23 @@ def test_cancel_endpoint_stops_a_running_embedding(server: ServerProcess, slow: 
     assert slow.closed_at is not None and slow.closed_at - cancelled_at < 1.0
     rec = httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers).json()
     assert rec["status"] == "cancelled" and rec["error"]["code"] == "cancelled"
+
+
+def test_a_wait_for_a_connection_slot_is_not_upstream_silence(server: ServerProcess) -> None:
+    """Two calls on a provider with one connection and a 1 s idle timeout, each answered in 0.9 s:
+    the second waits 0.9 s for the connection, then gets its answer 0.9 s later. Its idle clock
+    starts when it has the connection, so it is answered, not a 504 at 1 s."""
+    results: list[httpx.Response] = []
+
+    def call() -> None:
+        body = {"model": "slow/tight", "input": "hi"}
+        results.append(httpx.post(server.base_url + EMB, json=body, headers=server.headers, timeout=30))
+
+    threads = [threading.Thread(target=call) for _ in range(2)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert [r.status_code for r in results] == [200, 200], [r.text for r in results]
+    assert time.monotonic() - t0 >= 1.7

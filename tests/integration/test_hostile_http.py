@@ -61,7 +61,9 @@ def _read_all(sock: socket.socket) -> bytes:
 
 
 def _status_and_error(answer: bytes) -> tuple[int, str]:
+    """(status, error code) of an answer the guard wrote, which like every answer says `nosniff`."""
     head, _, body = answer.partition(b"\r\n\r\n")
+    assert b"\r\nx-content-type-options: nosniff\r\n" in head.lower(), head
     return int(head.split()[1]), orjson.loads(body)["error"]["code"]
 
 

@@ -232,6 +232,8 @@ def test_streamed_answers_say_so(server: ServerProcess) -> None:
         ("http://10.1.2.3.example.com/mcp", {}, "mcp_server_not_allowed"),  # a wildcard never reaches inside
         ("ftp://127.0.0.1/mcp", {}, "invalid_request"),
         ("MCP", {"require_approval": "always"}, "unsupported_parameter"),
+        ("MCP", {"headers": {"X-Team": "caf\u00e9"}}, "invalid_request"),  # not ASCII
+        ("MCP", {"headers": {"Host": "internal.example"}}, "invalid_request"),
     ],
 )
 def test_refused_before_anything_starts(
@@ -248,6 +250,10 @@ def test_refused_before_anything_starts(
     assert r.status_code == 400, r.text
     assert r.json()["error"]["code"] == code
     assert len(upstream.for_model("mcp-agent")) == before
+    headers = extra.get("headers")
+    if isinstance(headers, dict):  # the header is named, its value never shown
+        name, value = next(iter(headers.items()))
+        assert repr(name) in r.json()["error"]["message"] and value not in r.json()["error"]["message"]
 
 
 def test_a_failing_tool_is_an_mcp_call_error_the_model_answers(server: ServerProcess, mcp_server: McpProcess) -> None:

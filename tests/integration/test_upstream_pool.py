@@ -94,3 +94,65 @@ def test_a_request_waiting_for_a_connection_falls_back_or_fails_before_any_byte(
     assert only.json()["error"]["code"] == "no_provider_available"
     assert _pool_waits(server) >= before + 2
     assert server.log().count("raise providers.tight.max_connections") == 1  # once a minute at most
+
+
+SHORT_IDLE_S = 1.0  # shorter than the connect timeout: the slot wait must not end as an idle timeout
+LONG_CONNECT_S = 2.5
+
+
+@pytest.fixture(scope="module")
+def short_idle(emu: OpenAIUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    workdir = tmp_path_factory.mktemp("pool-short-idle")
+    config = tidegate_toml(
+        sqlite_url(workdir),
+        {"tight": {"kind": "openai", "base_url": emu.base_url, "max_connections": 2}},
+        {"hold": [("tight", "slow:0.1")], "only/tight": [("tight", "text")]},
+        server={"connect_timeout_s": LONG_CONNECT_S, "upstream_idle_timeout_s": SHORT_IDLE_S},
+    )
+    srv = start_server(workdir, config)
+    yield srv
+    srv.stop()
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_slot_wait_is_bounded_by_the_connect_timeout_not_the_idle_one(
+    short_idle: ServerProcess, stream: bool
+) -> None:
+    """No slot comes free: the request waits the whole connect timeout (past the idle timeout) and
+    ends as the connect failure it is, 503, not as a 504 `upstream_timeout`."""
+    held = _hold_both(short_idle)
+    try:
+        t0 = time.monotonic()
+        body = {"model": "only/tight", "messages": HI, "stream": stream}
+        r = httpx.post(short_idle.base_url + CHAT, json=body, headers=short_idle.headers, timeout=30)
+        waited = time.monotonic() - t0
+    finally:
+        for s in held:
+            s.close()
+    assert r.status_code == 503, r.text
+    assert r.json()["error"] == {
+        "code": "no_provider_available",
+        "message": "no provider could be reached: tight (connect_error)",
+        "type": "server_error",
+    }
+    assert LONG_CONNECT_S - 0.2 <= waited < LONG_CONNECT_S + 1.5
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_the_idle_timeout_starts_once_a_slot_is_free(short_idle: ServerProcess, stream: bool) -> None:
+    """A slot comes free after longer than the idle timeout: the request goes on and is answered."""
+    held = _hold_both(short_idle)
+    timer = threading.Timer(SHORT_IDLE_S * 1.6, held[0].close)
+    try:
+        timer.start()
+        t0 = time.monotonic()
+        body = {"model": "only/tight", "messages": HI, "stream": stream}
+        r = httpx.post(short_idle.base_url + CHAT, json=body, headers=short_idle.headers, timeout=30)
+        waited = time.monotonic() - t0
+    finally:
+        timer.join()
+        for s in held:
+            s.close()
+    assert r.status_code == 200, r.text
+    assert waited >= SHORT_IDLE_S * 1.5
+    assert (b"data: [DONE]" in r.content) if stream else r.json()["choices"][0]["message"]["content"]

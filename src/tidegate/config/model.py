@@ -77,7 +77,9 @@ class ServerConfig(Struct, frozen=True, forbid_unknown_fields=True):
     upstream_idle_timeout_s: Annotated[
         float,
         doc(
-            "no upstream byte for this long ends the generation (`upstream_timeout`); keep-alives do not reset it", gt=0
+            "no upstream byte for this long ends the generation (`upstream_timeout`); keep-alives do not reset it, "
+            "and a wait for a free connection (`max_connections`) does not count",
+            gt=0,
         ),
     ] = 90.0
     connect_timeout_s: Annotated[

@@ -36,6 +36,12 @@ class Attempt:
         last = self.last_data
         return last + self.idle, (last if last > self.last_keepalive else self.last_keepalive) + self.keepalive
 
+    def waited(self, seconds: float) -> None:
+        """The open waited `seconds` for a pool slot (`OpenProgress`'s listener): not the upstream's
+        silence, so the idle and keep-alive clocks move on by as much."""
+        self.last_data += seconds
+        self.clock.postpone(seconds)
+
     @property
     def opens_in_place(self) -> bool:
         """A JSON request's open, awaited in place, is cancelled with its wait: waiting again would

@@ -14,7 +14,10 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+if TYPE_CHECKING:
+    from ..providers.http_client import OpenProgress
 
 T = TypeVar("T")
 
@@ -78,11 +81,14 @@ class UpstreamClock:
     it interrupts only a wait that is in progress (cancel, then `uncancel` in `wait`).
     """
 
-    __slots__ = ("_armed_at", "_fired", "_handle", "_loop", "_signal", "_task", "_waiting", "deadline")
+    __slots__ = ("_armed_at", "_fired", "_handle", "_loop", "_progress", "_signal", "_task", "_waiting", "deadline")
 
-    def __init__(self, signal: CancelSignal) -> None:
+    def __init__(self, signal: CancelSignal, progress: OpenProgress | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         self._signal = signal
+        # the open this clock times: while it waits for a pool slot, a passed deadline waits on
+        # (the slot wait has its own bound) until `postpone` moves the deadline by the wait
+        self._progress = progress
         # When the wait in progress ends. Data that comes outside the wait (direct delivery) moves it
         # on, later only, by setting it in place (once per chunk: no method call); the armed timer
         # re-arms itself when it fires early, so no task wakes.
@@ -99,10 +105,19 @@ class UpstreamClock:
         if self._loop.time() < self.deadline - MIN_WAIT_S:  # data moved the deadline on: re-arm
             self._arm(self.deadline)
             return
+        progress = self._progress
+        if progress is not None and progress.waiting_for_connection:
+            return  # not started yet: `postpone` re-arms once the slot wait ends
         task = self._waiting
         if task is not None and not task.done() and not self._fired:
             self._fired = True
             task.cancel()
+
+    def postpone(self, seconds: float) -> None:
+        """Move the wait's deadline on by `seconds` (the time its open waited for a pool slot)."""
+        self.deadline += seconds
+        if self._handle is None and self._waiting is not None:
+            self._arm(self.deadline)
 
     def _arm(self, when: float) -> None:
         if self._handle is not None:

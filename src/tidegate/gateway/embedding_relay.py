@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..commit import RouteFailure
 from ..config.model import Route
 from ..errors import ProviderFailure
 from ..providers.embeddings import EmbeddingProvider, EmbeddingResult
+from ..providers.http_client import OPEN_PROGRESS, OpenProgress
 from ..request import EmbeddingInputs
 from .fallback import ANSWER_NOW, after_failure, answer_now, final_error
 from .relay import GenerationCancelled
@@ -38,6 +40,37 @@ def estimate_tokens(inputs: EmbeddingInputs) -> int:
     if inputs.tokens is not None:
         return sum(len(t) for t in inputs.tokens)
     return sum(count_tokens(t) for t in inputs.texts or [])
+
+
+class _Deadline:
+    """An attempt's idle deadline, which a wait for a connection slot does not count: that wait is
+    bounded by the connect timeout and fails as a connect error (providers/http_client.py)."""
+
+    __slots__ = ("_moved", "deadline", "progress")
+
+    def __init__(self, timeout: float) -> None:
+        loop = asyncio.get_running_loop()
+        self.deadline = loop.time() + timeout
+        self.progress = OpenProgress(self)
+        self._moved: asyncio.Future[None] = loop.create_future()
+
+    def waited(self, seconds: float) -> None:
+        self.deadline += seconds
+        if not self._moved.done():
+            self._moved.set_result(None)
+
+    async def wait(self, aws: set[asyncio.Future[Any]]) -> None:
+        """Until one of `aws` is done or the deadline passed outside a slot wait."""
+        loop = asyncio.get_running_loop()
+        while not any(f.done() for f in aws):
+            left = self.deadline - loop.time()
+            if self.progress.waiting_for_connection:
+                await asyncio.wait({*aws, self._moved}, return_when=asyncio.FIRST_COMPLETED)
+                self._moved = loop.create_future()
+            elif left > 0:
+                await asyncio.wait(aws, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            else:
+                return
 
 
 class EmbeddingRelay:
@@ -73,10 +106,15 @@ class EmbeddingRelay:
         self, provider: EmbeddingProvider, route: Route, inputs: EmbeddingInputs, dimensions: int | None
     ) -> EmbeddingResult | None:
         timeout = self.timeout_for(provider.name)
-        task = asyncio.ensure_future(provider.embed(inputs, route.model, dimensions))
+        clock = _Deadline(timeout)
+        token = OPEN_PROGRESS.set(clock.progress)  # the task runs in a copy of this context
+        try:
+            task = asyncio.ensure_future(provider.embed(inputs, route.model, dimensions))
+        finally:
+            OPEN_PROGRESS.reset(token)
         cancel_wait = asyncio.ensure_future(self.cancel.wait())
         try:
-            await asyncio.wait({task, cancel_wait}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            await clock.wait({task, cancel_wait})
             if self.cancel.is_set():
                 raise GenerationCancelled("the generation was cancelled")
             if not task.done():

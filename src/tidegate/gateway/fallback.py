@@ -5,7 +5,7 @@ alike, and shown in docs/fallback.md (a test checks the two agree):
 
 | the failure                                                         | before the response starts | after |
 |---------------------------------------------------------------------|----------------------------|-------|
-| retriable: 401, 403, 429, 5xx, connect error, timeout, in-band error | next route                 | end   |
+| retriable: 401, 403, 429, 5xx, connect error (an address refused too), timeout, in-band error | next route | end |
 | `unsupported_parameter`: this route cannot serve the request as asked | next route                 | end   |
 | `invalid_request`: the upstream judged the request itself invalid   | answer now (400)           | end   |
 | any other non-retriable failure                                     | answer now (502)           | end   |
@@ -64,6 +64,6 @@ def final_error(failures: list[RouteFailure]) -> TidegateError:
             f"every route is rate limited: {tried}; retry later",
             retry_after=min(waits) if waits else 1.0,
         )
-    if all(f.code == "connect_error" for f in failures):
+    if all(f.code in ("connect_error", "address_refused") for f in failures):
         return NoProviderAvailable(f"no provider could be reached: {tried}")
     return UpstreamError(f"every route failed: {tried}")

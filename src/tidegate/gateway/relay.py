@@ -253,8 +253,9 @@ class Relay:
         keepalive = self.settings.keepalive_s if self.settings.streaming else math.inf
         now = asyncio.get_running_loop().time()
         attempt = Attempt(
-            provider, route.model, idle, keepalive, UpstreamClock(self.cancel), progress, opening, now, now
+            provider, route.model, idle, keepalive, UpstreamClock(self.cancel, progress), progress, opening, now, now
         )
+        progress.listener = attempt  # a wait for a pool slot moves its clocks (unset when the attempt ends)
         self._direct_data_at = -math.inf
         self._clock, self._direct_span = attempt.clock, (idle if idle < keepalive else keepalive)
         return attempt
@@ -273,7 +274,7 @@ class Relay:
                 elif a.opening is not None:
                     step = a.opening.wait()
                 else:
-                    step = provider.open_chat(self.request, route.model)
+                    step = self._open_in_place(a)
                 try:
                     outcome: Any = await a.clock.wait(
                         step, idle_deadline if idle_deadline < ka_deadline else ka_deadline
@@ -309,7 +310,17 @@ class Relay:
         finally:
             self._stream = self._clock = None
             a.clock.close()
+            a.progress.listener = None
             await self._close(a.stream, a.opening)
+
+    async def _open_in_place(self, a: Attempt) -> UpstreamStream:
+        """A JSON request's open, in the relay's own task, with its `OpenProgress` in context (the
+        client reports a pool wait there)."""
+        token = OPEN_PROGRESS.set(a.progress)
+        try:
+            return await a.provider.open_chat(self.request, a.route_model)
+        finally:
+            OPEN_PROGRESS.reset(token)
 
     def _upstream_raised(self, a: Attempt, exc: Exception) -> list[RelayItem]:
         """The open or a read failed: the route's failure (none to hand out before the commit point)."""

@@ -20,7 +20,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlsplit
 
-from ..addresses import METADATA_ADDRESSES, Address, address_of, canonical_host, host_matches, unwrap
+from ..addresses import Address, address_of, canonical_host, embedded_ipv4, host_matches, is_metadata_address
 from ..errors import InvalidRequest, quote
 
 __all__ = ["Address", "Resolver", "check_server_url", "resolve", "vetted_addresses"]
@@ -34,8 +34,8 @@ def _refuse(message: str) -> InvalidRequest:
 
 
 def _internal(addr: Address) -> bool:
-    addr = unwrap(addr)
-    return not addr.is_global or addr.is_multicast
+    """Not a public address, itself or any IPv4 address it carries (6to4, Teredo, NAT64...)."""
+    return any(not a.is_global or a.is_multicast for a in (addr, *embedded_ipv4(addr)))
 
 
 async def resolve(host: str, port: int) -> list[Address]:
@@ -83,7 +83,7 @@ async def vetted_addresses(
     if not addresses:
         raise _refuse(f"the MCP server host {quote(host)} does not resolve")
     for addr in addresses:
-        if unwrap(addr) in METADATA_ADDRESSES or (_internal(addr) and not exact):
+        if is_metadata_address(addr) or (_internal(addr) and not exact):
             raise _refuse(
                 f"the MCP server {quote(host)} resolves to a private or reserved address; only a host "
                 "listed exactly in [mcp] allowed_hosts may be internal"

@@ -54,7 +54,7 @@ def _spec(tool: dict[str, Any], where: str) -> McpServerSpec:
     if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
         raise InvalidRequest(f"'{where}.headers' must be an object of string values")
     for name, value in headers.items():
-        if (problem := header_problem(name, value)) is not None:  # header_rules.py says why
+        if (problem := header_problem(name, value, ascii_only=True)) is not None:  # header_rules.py says why
             raise InvalidRequest(f"'{where}.headers': {problem}")
     allowed = tool.get("allowed_tools")
     if isinstance(allowed, dict):  # the filter form: {"tool_names": [...]}

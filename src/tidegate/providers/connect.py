@@ -10,6 +10,13 @@ for `https`, tunnelled with `CONNECT` and TLS with the upstream inside the tunne
 verification for the upstream's name). The whole open (resolution, connect, proxy, handshake) is
 bounded by the connect timeout; every failure is one `ConnectFailed` saying what went wrong, never
 a secret. Attempt tasks are owned here: the losers are cancelled or closed before `open` returns.
+
+The address rule (`addresses.py`: no link-local or metadata address, however spelled) is enforced
+here, on every address a name resolves to, each time it is resolved: a name that points at
+169.254.169.254 through a hosts entry or a DNS answer that changed since `check-config` refuses the
+whole connection (`AddressRefused`) before any socket is opened, so no byte and no key is sent. The
+connect then goes to the numeric address that was checked, never to the name again. Through a
+proxy, the proxy's own addresses are checked here; the upstream's name is resolved by the proxy.
 """
 
 from __future__ import annotations
@@ -20,6 +27,8 @@ import ssl
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from ..addresses import refused_address
 
 if TYPE_CHECKING:
     from .upstream import Proxy
@@ -34,6 +43,10 @@ _Address = tuple[int, Any]  # (family, sockaddr)
 
 class ConnectFailed(OSError):
     """The upstream could not be reached: resolution, connect, TLS, the proxy or the connect timeout."""
+
+
+class AddressRefused(ConnectFailed):
+    """The name resolved to an address the address rule refuses: nothing was connected to."""
 
 
 _TLS: ssl.SSLContext | None = None
@@ -122,7 +135,7 @@ class Connector:
         try:
             return await self._connect(factory, proxy.host, proxy.port, False)
         except ConnectFailed as exc:
-            raise ConnectFailed(f"proxy {proxy.shown}: {exc}") from None
+            raise type(exc)(f"proxy {proxy.shown}: {exc}") from None
 
     async def _tunnel(
         self, factory: Callable[[], P], proxy: Proxy, host: str, port: int
@@ -177,6 +190,9 @@ class Connector:
         addresses = interleave(infos)
         if not addresses:
             raise ConnectFailed(f"could not resolve {host} (no address)")
+        refusal = refused_address(host, [str(sockaddr[0]) for _family, sockaddr in addresses])
+        if refusal is not None:  # one refused address refuses the name: never cached, asked again next time
+            raise AddressRefused(f"refused: {refusal}")
         if len(self._dns) > 1024:  # a bounded cache: hosts come from the config, this is a backstop
             self._dns.clear()
         self._dns[(host, port)] = (now + DNS_TTL_S, addresses)

@@ -24,7 +24,8 @@ At `max_connections` open (idle, busy or connecting), a request that finds no id
 waits for one to come free, for at most the connect timeout, then fails as `ConnectFailed`. Such a
 wait counts in `tidegate_upstream_pool_waits_total{provider}` and logs a warning naming the setting
 (at most once a minute per provider), and the relay's `OpenProgress` says it is waiting: a request
-still waiting for a connection has not started, so no keep-alive commits its response.
+still waiting for a connection has not started, so no keep-alive commits its response and the
+idle timeout (`upstream_idle_timeout_s`) does not count the wait: it ends as the connect failure it is.
 """
 
 from __future__ import annotations
@@ -37,11 +38,11 @@ import time
 from collections import deque
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Final
+from typing import Final, Protocol
 from urllib.parse import quote, unquote, urlsplit
 
 from .. import metrics
-from .connect import ConnectFailed, Connector
+from .connect import AddressRefused, ConnectFailed, Connector
 from .http_connection import READ_HIGH_WATER, Connection, UpstreamDisconnected, UpstreamHttpError
 from .redact import Redactor, credentials
 from .upstream import Proxy, Upstream
@@ -52,6 +53,7 @@ _QUERY_SAFE: Final = _PATH_SAFE + "?"
 
 __all__ = [
     "READ_HIGH_WATER",
+    "AddressRefused",
     "ConnectFailed",
     "HttpClient",
     "HttpResponse",
@@ -231,14 +233,22 @@ _log = logging.getLogger("tidegate.upstream")
 POOL_WARNING_INTERVAL_S: Final = 60.0
 
 
+class PoolWaitListener(Protocol):
+    def waited(self, seconds: float) -> None:
+        """A wait for a connection slot ended (a slot, or the connect timeout) after `seconds`."""
+
+
 class OpenProgress:
     """Where an upstream open is, for the relay that started it (set in `OPEN_PROGRESS` around the
-    open's task, whose context it is): waiting for a connection slot, or past that."""
+    open, in the context it runs in): waiting for a connection slot, or past that. A request that
+    waits for a slot has not started: that wait is bounded by the connect timeout alone, so the
+    relay's idle clock stops while it lasts (`listener.waited` tells it how long it was)."""
 
-    __slots__ = ("waiting_for_connection",)
+    __slots__ = ("listener", "waiting_for_connection")
 
-    def __init__(self) -> None:
+    def __init__(self, listener: PoolWaitListener | None = None) -> None:
         self.waiting_for_connection = False
+        self.listener = listener
 
 
 OPEN_PROGRESS: ContextVar[OpenProgress | None] = ContextVar("tidegate_open_progress", default=None)
@@ -334,10 +344,14 @@ class HttpClient:
         if progress is None:
             return await self._wait_for_slot(origin)
         progress.waiting_for_connection = True
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         try:
             return await self._wait_for_slot(origin)
         finally:
             progress.waiting_for_connection = False
+            if progress.listener is not None:
+                progress.listener.waited(loop.time() - started)
 
     async def _wait_for_slot(self, origin: _Origin) -> Connection | None:
         """Wait (within the connect timeout) until this origin has an idle connection (returned) or

@@ -10,6 +10,7 @@ does; the client bounds only the connect).
 from __future__ import annotations
 
 import email.utils
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -21,8 +22,10 @@ from ..errors import ProviderFailure, retriable_status
 from ..events import Event, Failed
 from ..request import GenerationRequest
 from ..sse import SSEProtocolError
-from .http_client import ConnectFailed, HttpClient, HttpResponse, UpstreamHttpError
+from .http_client import AddressRefused, ConnectFailed, HttpClient, HttpResponse, UpstreamHttpError
 from .upstream import Upstream
+
+_log = logging.getLogger("tidegate.upstream")
 
 MAX_ERROR_BODY = 64 * 1024
 
@@ -123,8 +126,12 @@ def transport_failure(provider: str, exc: Exception) -> ProviderFailure:
     names the provider: `connect_error` for refused, unresolvable, TLS (verification, handshake,
     client certificate), proxy (unreachable, CONNECT refused with its status), the connect timeout
     and `max_connections` exhausted; `upstream_error` for an answer that is not HTTP or a request
-    the provider's config makes unsendable. The messages carry host names, ports and statuses, never
-    a URL's user info or a header."""
+    the provider's config makes unsendable; `address_refused` for a name that resolved to an
+    address the address rule refuses (addresses.py: nothing was connected to; the operator is warned).
+    The messages carry host names, ports and statuses, never a URL's user info or a header."""
+    if isinstance(exc, AddressRefused):
+        _log.warning("provider %s: %s", provider, exc)
+        return ProviderFailure("address_refused", f"could not reach provider {provider}: {exc}", retriable=True)
     if isinstance(exc, ConnectFailed):
         return ProviderFailure("connect_error", f"could not reach provider {provider}: {exc}", retriable=True)
     if isinstance(exc, UpstreamHttpError):

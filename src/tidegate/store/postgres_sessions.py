@@ -35,5 +35,8 @@ class PostgresSessions:
         if not groups:
             return []
         names = [g[0] for g in groups]
-        models = await pool.fetch(models_sql(_p, len(names)), since, *names)
+        if key_id is None:
+            models = await pool.fetch(models_sql(_p, len(names)), since, *names)
+        else:
+            models = await pool.fetch(models_sql(_p, len(names), by_key=True), since, *names, key_id)
         return summaries(groups, models)

@@ -9,6 +9,8 @@ Layout, every key under `prefix` (default `tidegate:`):
   before are one entry each (8-byte seq + data, scored by seq) and still read. `logkinds:{id}` set, `logidx` zset of
   generations that have logs, by the generation's created_at (for `prune`).
 - `owner:{owner}` set of the generation ids that owner has in progress (what a lease sweep marks).
+- `sessions:key:{key_id}` and `sessions:all` zsets of the ids of records in an agent session, by
+  created_at, written as the record is created (store/redis_sessions.py).
 - `lease:{owner}` a key that expires with the owner's lease (Redis's clock: no skew between hosts);
   `leases` set of the owners that took a lease and have not been swept.
 
@@ -259,10 +261,23 @@ class RedisStore:
                 self._k("owner", record.owner),
                 self._k("tail", record.id),
                 self._k("console", "gens"),
+                *self._session_indexes(record),
             ],
-            [mode, self._k("owner", ""), in_progress, record.id, repr(record.created_at), *_gen_fields(record)],
+            [
+                mode,
+                self._k("owner", ""),
+                in_progress,
+                record.id,
+                repr(record.created_at),
+                "1" if record.agent_session else "0",
+                *_gen_fields(record),
+            ],
         )
         return bool(written)
+
+    def _session_indexes(self, record: GenerationRecord) -> tuple[str, str]:
+        """The zsets of agent-session records by created_at: the record's key's, and every key's."""
+        return self._k("sessions", "key", record.key_id), self._k("sessions", "all")
 
     async def create_generation(self, record: GenerationRecord) -> None:
         await self._put("create", record)
@@ -333,7 +348,13 @@ class RedisStore:
         member = self._idem_member(record.key_id, record.idempotency_key)
         outcome, flat = await self._run(
             "begin",
-            [self._k("idem", member), self._k("gen", record.id), self._k("idem"), self._k("owner", record.owner)],
+            [
+                self._k("idem", member),
+                self._k("gen", record.id),
+                self._k("idem"),
+                self._k("owner", record.owner),
+                *self._session_indexes(record),
+            ],
             [
                 self.prefix,
                 member,
@@ -342,6 +363,7 @@ class RedisStore:
                 repr(float(record.created_at)),
                 self._ttl_ms,
                 "1" if record.status == "in_progress" else "0",
+                "1" if record.agent_session else "0",
                 *_gen_fields(record),
             ],
         )

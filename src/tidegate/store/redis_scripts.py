@@ -145,10 +145,12 @@ redis.call('HSET', KEYS[1], unpack(ARGV))
 return 1
 """
 
-# KEYS: gen, owner set of the new owner, tail channel, the console's index of ended records.
-# ARGV: mode, old-owner-set prefix, in_progress flag, id, created_at, fields...
+# KEYS: gen, owner set of the new owner, tail channel, the console's index of ended records, the
+# sessions index of the record's key and of all keys (store/redis_sessions.py).
+# ARGV: mode, old-owner-set prefix, in_progress flag, id, created_at, in-a-session flag, fields...
 # An update (a generation's outcome) is written only while the record is still in progress: one a
-# lease sweep marked `interrupted` keeps that outcome.
+# lease sweep marked `interrupted` keeps that outcome. A record of an agent session is indexed when
+# it is created (its session never changes).
 PUT_GEN = """
 local exists = redis.call('EXISTS', KEYS[1]) == 1
 if ARGV[1] == 'create' and exists then return redis.error_reply('duplicate generation id') end
@@ -159,8 +161,12 @@ if exists then
   local old = redis.call('HGET', KEYS[1], 'owner')
   if old then redis.call('SREM', ARGV[2] .. cjson.decode(old), ARGV[4]) end
 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 6))
+redis.call('HSET', KEYS[1], unpack(ARGV, 7))
 if ARGV[3] == '1' then redis.call('SADD', KEYS[2], ARGV[4]) end
+if ARGV[1] == 'create' and ARGV[6] == '1' then
+  redis.call('ZADD', KEYS[5], ARGV[5], ARGV[4])
+  redis.call('ZADD', KEYS[6], ARGV[5], ARGV[4])
+end
 if ARGV[1] == 'update' then
   redis.call('PUBLISH', KEYS[3], '')
   if ARGV[3] == '0' then redis.call('ZADD', KEYS[4], ARGV[5], ARGV[4]) end
@@ -168,8 +174,9 @@ end
 return 1
 """
 
-# KEYS: idem hash, new gen, idem zset, owner set. ARGV: prefix, idem member, gen id, request hash (JSON),
-# created_at, ttl ms (0 = none), in_progress flag, fields...
+# KEYS: idem hash, new gen, idem zset, owner set, the sessions indexes (as PUT_GEN's). ARGV: prefix,
+# idem member, gen id, request hash (JSON), created_at, ttl ms (0 = none), in_progress flag,
+# in-a-session flag, fields...
 BEGIN = """
 local cur = redis.call('HMGET', KEYS[1], 'gen', 'hash')
 if cur[1] then
@@ -188,8 +195,12 @@ if redis.call('EXISTS', KEYS[2]) == 1 then return redis.error_reply('duplicate g
 redis.call('HSET', KEYS[1], 'gen', ARGV[3], 'hash', ARGV[4], 'created_at', ARGV[5])
 if tonumber(ARGV[6]) > 0 then redis.call('PEXPIRE', KEYS[1], ARGV[6]) end
 redis.call('ZADD', KEYS[3], ARGV[5], ARGV[2])
-redis.call('HSET', KEYS[2], unpack(ARGV, 8))
+redis.call('HSET', KEYS[2], unpack(ARGV, 9))
 if ARGV[7] == '1' then redis.call('SADD', KEYS[4], ARGV[3]) end
+if ARGV[8] == '1' then
+  redis.call('ZADD', KEYS[5], ARGV[5], ARGV[3])
+  redis.call('ZADD', KEYS[6], ARGV[5], ARGV[3])
+end
 return {'created', {}}
 """
 

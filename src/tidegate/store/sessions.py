@@ -1,7 +1,8 @@
 """Agent sessions over the generation records (docs/sessions.md): one row per
 `agent_session` seen since a time, behind a protocol of its own (`SessionStore`), apart from
 `GenerationStore`. The SQL stores group by the record's `agent_session` column (indexed with
-`created_at`, migration 0010); Redis, which keeps no index by time, scans its record hashes.
+`created_at`, migration 0010, and after `key_id` for a key's own list, migration 0012); Redis keeps
+zsets of session records by time, per key and for all keys (store/redis_sessions.py).
 """
 
 from __future__ import annotations
@@ -56,12 +57,15 @@ def sessions_sql(p: Callable[[int], str], by_key: bool, tokens: Callable[[str], 
     )
 
 
-def models_sql(p: Callable[[int], str], count: int) -> str:
-    """Each listed session's models (a second query: the two SQL dialects aggregate strings apart)."""
+def models_sql(p: Callable[[int], str], count: int, by_key: bool = False) -> str:
+    """Each listed session's models (a second query: the two SQL dialects aggregate strings apart);
+    `by_key`: of the key's own records only (placeholder `count + 2`), as its groups are, since two
+    keys may name a session alike."""
     names = ", ".join(p(i + 2) for i in range(count))
+    key = f" AND key_id = {p(count + 2)}" if by_key else ""
     return (
         f"SELECT DISTINCT agent_session, model FROM generations WHERE created_at >= {p(1)}"
-        f" AND agent_session IN ({names}) ORDER BY model"
+        f" AND agent_session IN ({names}){key} ORDER BY model"
     )
 
 

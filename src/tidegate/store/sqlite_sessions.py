@@ -34,7 +34,10 @@ class SQLiteSessions:
             if not groups:
                 return groups, []
             names = [g[0] for g in groups]
-            return groups, db.execute(models_sql(_p, len(names)), (since, *names)).fetchall()
+            if key_id is None:
+                return groups, db.execute(models_sql(_p, len(names)), (since, *names)).fetchall()
+            by_key = models_sql(_p, len(names), by_key=True)
+            return groups, db.execute(by_key, (since, *names, key_id)).fetchall()
 
         groups, models = await self.store._run(_query)
         return summaries(groups, models)

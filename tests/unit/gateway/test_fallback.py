@@ -30,7 +30,7 @@ def _table() -> list[tuple[str, bool, str, str]]:
 
 
 def test_the_doc_has_the_table() -> None:
-    assert len(_table()) == 7
+    assert len(_table()) == 8
 
 
 @pytest.mark.parametrize(("code", "retriable", "before", "after"), _table())
@@ -49,3 +49,9 @@ def test_answers_and_the_final_error() -> None:
     )
     assert isinstance(refused, UnsupportedParameter) and refused.status == 400 and refused.message == "no tools"
     assert refused.error_code == "unsupported_parameter"
+
+
+def test_a_refused_address_is_an_unreachable_provider() -> None:
+    both = final_error([RouteFailure("a", "address_refused", "refused"), RouteFailure("b", "connect_error", "down")])
+    assert both.status == 503 and both.error_code == "no_provider_available"
+    assert "a (address_refused)" in both.message and "b (connect_error)" in both.message

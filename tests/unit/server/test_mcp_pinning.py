@@ -117,3 +117,33 @@ async def test_the_request_check_and_the_connection_check_are_one_rule() -> None
         async with httpx2.AsyncClient(transport=PinnedTransport(allowed)) as client:
             with pytest.raises(InvalidRequest):
                 await client.get(url)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "::169.254.169.254",
+        "::ffff:0:a9fe:a9fe",
+        "2002:a9fe:a9fe::1",
+        "2001:0:4136:e378:8000:63bf:5601:5601",
+        "64:ff9b:1::a9fe:a9fe",
+    ],
+)
+async def test_a_name_answering_the_metadata_address_in_an_ipv6_spelling_never_passes(answer: str) -> None:
+    """Even listed exactly (where an internal address may pass), an IPv6 address that is or carries
+    169.254.169.254 is refused at the connection, and nothing is sent."""
+    async with http_server() as (port, heads):
+        answers = Answers([ipaddress.ip_address(answer)])
+        allowed = (f"mcp.v6.test:{port}",)
+        async with httpx2.AsyncClient(transport=PinnedTransport(allowed, answers)) as client:
+            with pytest.raises(InvalidRequest) as refused:
+                await client.get(f"http://mcp.v6.test:{port}/mcp")
+        assert refused.value.error_code == "mcp_server_not_allowed" and heads == []
+
+
+async def test_a_public_ipv6_address_carrying_a_private_one_is_internal() -> None:
+    """6to4 of 10.0.0.1 through a `*.` pattern: internal, so refused (listed exactly it would pass)."""
+    carrier = [ipaddress.ip_address("2002:a00:1::1")]
+    with pytest.raises(InvalidRequest):
+        await vetted_addresses("http://a.v6.test/", ("*.v6.test",), "server_url", Answers(carrier))
+    assert await vetted_addresses("http://a.v6.test/", ("a.v6.test",), "server_url", Answers(carrier))

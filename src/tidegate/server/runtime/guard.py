@@ -75,10 +75,12 @@ def limits() -> Limits:
 
 
 def _answer(status: int, reason: str, code: str, message: str) -> bytes:
+    """An answer the guard writes itself, before the app: `nosniff` as on every answer of the app's
+    (server/http.py), so no browser reads its JSON as anything else."""
     body = orjson.dumps({"error": {"code": code, "message": message, "type": "invalid_request_error"}})
     return (
         f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
-        "connection: close\r\n\r\n"
+        "x-content-type-options: nosniff\r\nconnection: close\r\n\r\n"
     ).encode() + body
 
 
