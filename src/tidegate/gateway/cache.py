@@ -274,6 +274,7 @@ class CapturingWriter:
             writer.finish,
             writer.fail,
         )
+        self.settle = getattr(writer, "settle", None)
 
     def event(self, event: Event) -> Any:
         self._capture(event)
@@ -286,6 +287,7 @@ class CapturingBuilder:
     def __init__(self, builder: Any, plan: CachePlan) -> None:
         self.builder, self.plan = builder, plan
         self.build = builder.build
+        self.settle = getattr(builder, "settle", None)
 
     def reset(self) -> None:
         self.plan.events.clear()
