@@ -73,6 +73,8 @@ class Recorder:
     tool_args: list[str] = field(default_factory=list)
     usage: UsageReport | None = None
     finish_reason: str | None = None
+    # a cache hit's (text deltas, their text joined): the entry's own text, shared by its hits
+    whole_text: tuple[int, str] | None = None
     _first_token_at: float | None = None
     frames: list[bytes] = field(default_factory=list)  # the frames not yet known stored (followers read them)
     frames_base: int = 0  # the index (SSE id) of `frames[0]`: the ones before it are only in the store
@@ -306,6 +308,9 @@ class Recorder:
 
     @property
     def output_text(self) -> str:
+        whole = self.whole_text
+        if whole is not None and len(self.text) == whole[0]:
+            return whole[1]  # a whole cache hit: one string for every hit, not a join (a copy) each
         return "".join(self.text)
 
     def final_usage(self) -> UsageReport:

@@ -253,7 +253,7 @@ async def serve_generation(req: Request, state: AppState, key: ApiKey, spec: Doo
 
 def response_cache(state: AppState) -> ResponseCache:
     if state.cache is None:
-        state.cache = ResponseCache(cache_store(state.store))
+        state.cache = ResponseCache(cache_store(state.store), state.config.cache.max_total_bytes)
     return state.cache
 
 
