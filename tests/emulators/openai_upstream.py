@@ -20,7 +20,7 @@ reports n completion tokens: a hostile or mistaken bill), echo-head (a debugging
 request's headers, the provider key among them, as the text of one delta, that frame written in two
 TCP writes split inside the key), mcp-agent (calls the tool the user
 names, then answers with its result: the gateway's MCP loop), cut (text ended with finish_reason
-`length`), big:n (n characters
+`length`), no-finish (text, then [DONE] with no chunk saying a finish reason), big:n (n characters
 of text, the last user message repeated, in 16 KiB deltas), prefix-cache (text whose usage
 reports all 11 prompt tokens as `cached_tokens` once this emulator has seen the request's first
 message: a provider's prompt cache).
@@ -362,6 +362,8 @@ class OpenAIUpstream:
             payloads = self._text_chunks(rec, model)
             if scenario == "cut":  # the text, ended by the output cap
                 payloads[-1] = self._chunk(rec, model, {}, "length")
+            if scenario == "no-finish":  # no chunk says a finish reason: [DONE] alone ends the answer
+                payloads.pop()
             if scenario == "headers-then-silence":
                 if not await self._sleep(request, rec, arg if arg is not None else 30.0):
                     raise _Closed

@@ -21,6 +21,7 @@ import pytest
 from google import genai
 from google.genai import types
 
+from emulators.anthropic_upstream import AnthropicFamilyEmulator
 from emulators.openai_upstream import OpenAIUpstream
 from helpers import MASTER_KEY, ServerProcess, start_server
 
@@ -454,3 +455,33 @@ def test_clients_that_never_read_a_hit_share_one_copy_of_it(tmp_path: Path, emu:
         for sock in clients:
             sock.close()
         server.stop()
+
+
+def test_a_hit_replays_no_invented_finish_reason_and_a_fresh_message_id(tmp_path: Path, emu: OpenAIUpstream) -> None:
+    claude = AnthropicFamilyEmulator().start()
+    provider = f'kind = "anthropic"\nbase_url = "{claude.base_url}"\napi_key_env = "EMU_ANTHROPIC_KEY"'
+    config = _ceiling_config(f"sqlite:///{tmp_path / 'gw.db'}", emu, 1_000_000, claude=provider)
+    server = start_server(tmp_path / "gw", config, extra_env={"EMU_ANTHROPIC_KEY": claude.api_key})
+    try:
+        secret = _key(server)
+        auth = {"Authorization": f"Bearer {secret}"}
+        body = {"model": "nofinish", "messages": [{"role": "user", "content": "n"}], "stream": True}
+        for expected in ("miss", "hit"):
+            with httpx.stream("POST", server.base_url + CHAT, json=body, headers=auth, timeout=30) as resp:
+                assert resp.headers["x-cache"] == expected
+                lines = [line for line in resp.iter_lines() if line.startswith("data: ")]
+            assert lines[-1] == "data: [DONE]"
+            chunks = [json.loads(line[6:]) for line in lines[:-1]]
+            assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]) == TEXT
+            assert all(c["finish_reason"] is None for ch in chunks for c in ch["choices"]), expected  # as the upstream
+        client = anthropic.Anthropic(base_url=server.base_url, api_key=secret, max_retries=0)
+        ask: dict[str, Any] = {"model": "claude", "max_tokens": 64, "messages": [{"role": "user", "content": "m"}]}
+        ids = []
+        for expected in ("miss", "hit", "hit"):
+            raw = client.messages.with_raw_response.create(**ask)
+            assert raw.headers["x-cache"] == expected
+            ids.append(raw.parse().id)
+        assert ids[0] == "msg_emu_text" and len(set(ids)) == 3 and all(i.startswith("msg_") for i in ids)
+    finally:
+        server.stop()
+        claude.stop()

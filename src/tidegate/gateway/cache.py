@@ -174,8 +174,11 @@ def _stored_events(events: list[Event]) -> list[Event]:
 
 
 def decode_events(data: bytes) -> tuple[Event, ...]:
+    """The stored events as a hit replays them: served by `cache`, without the upstream's own id (a
+    door that shows one, the Messages door's `msg_...`, makes a fresh one per hit from the hit's
+    generation id)."""
     events = (decode_event(line) for line in data.split(b"\n") if line)
-    return tuple(replace(e, provider=PROVIDER) if isinstance(e, Started) else e for e in events)
+    return tuple(replace(e, provider=PROVIDER, upstream_id=None) if isinstance(e, Started) else e for e in events)
 
 
 class ResponseCache:
