@@ -94,6 +94,10 @@ class GenerationNotFound(NotFound):
     code = "generation_not_found"
 
 
+class ResponseNotFound(NotFound):
+    code = "response_not_found"
+
+
 class MethodNotAllowed(TidegateError):
     status = 405
     code = "method_not_allowed"

@@ -75,7 +75,12 @@ class ToolCallDelta:
 
 @event
 class Finished:
+    """The answer is complete. `said` False: the upstream gave no reason (an OpenAI-compatible stream
+    that ended with `[DONE]` alone): `reason` is what the other doors and the record take, while a
+    chat stream built from these events (a cache hit's) shows no `finish_reason`, as the upstream did."""
+
     reason: FinishReason
+    said: bool = True
 
 
 @event

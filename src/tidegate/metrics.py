@@ -87,6 +87,11 @@ CACHE_REQUESTS = Counter(
 CACHE_BYTES = Counter(
     "tidegate_cache_bytes", "Bytes of cached answers (their events) served by hits", registry=REGISTRY
 )
+CACHE_EVICTIONS = Counter(
+    "tidegate_cache_evictions",
+    "Cache entries evicted, least recently used first, to keep the store under [cache] max_total_bytes",
+    registry=REGISTRY,
+)
 CACHE_SAVED_COST = Counter(
     "tidegate_cache_saved_cost",
     "USD the original answers cost, served again by cache hits",

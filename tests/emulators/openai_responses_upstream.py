@@ -9,8 +9,15 @@ from re-serialised ones. The scenario is the model id the route sends:
 - `tool`: one `function_call` (`lookup`, arguments in two deltas), `response.completed`;
 - `fail-mid`: two text deltas, then (0.1 s later) `response.failed` (`server_error`);
 - `http-500`: a 500 before any byte;
-- `shell`: Codex CLI's shell tool call (`exec_command`), or, after its output, `Tool said: <last line>`.
+- `shell`: Codex CLI's shell tool call (`exec_command`), or, after its output, `Tool said: <last line>`;
+- `recall`: `You said: ` and every user text of the conversation so far, joined by ` | `.
 Every request's body and headers are recorded (`requests`).
+
+Stateful as the API is (`store` defaults to true): a completed response is kept with its context
+(the input items it resolved, then its own output), so `previous_response_id` continues it; an
+`item_reference` input item stands for a kept output item; `POST /v1/conversations` makes a
+conversation, and a response made with `conversation` adds its input and output to it. An unknown
+id is the API's error: `previous_response_not_found` (400), a conversation or item not found (404).
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ class _Script:
     """One response's events, numbered as they are made."""
 
     def __init__(self, n: int, body: dict[str, Any]) -> None:
+        self.n = n
         self.id = f"resp_emu{n}"
         self.body = body
         self.events: list[dict[str, Any]] = []
@@ -86,7 +94,7 @@ class _Script:
         self.add("response.in_progress", response=self.response("in_progress"))
 
     def message(self, pieces: list[str]) -> None:
-        index, mid = len(self.output), f"msg_emu_{len(self.output)}"
+        index, mid = len(self.output), f"msg_emu{self.n}_{len(self.output)}"
         text = "".join(pieces)
         ref = {"item_id": mid, "output_index": index}
         empty = {"id": mid, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
@@ -103,7 +111,7 @@ class _Script:
         self.add("response.output_item.done", output_index=index, item=item)
 
     def call(self, name: str, arguments: str) -> None:
-        index, fid = len(self.output), f"fc_emu_{len(self.output)}"
+        index, fid = len(self.output), f"fc_emu{self.n}_{len(self.output)}"
         item = {"id": fid, "type": "function_call", "status": "in_progress", "call_id": "call_emu_1", "name": name}
         self.add("response.output_item.added", output_index=index, item={**item, "arguments": ""})
         ref = {"item_id": fid, "output_index": index}
@@ -119,10 +127,25 @@ class _Script:
         self.add("response.completed", response=self.response("completed", usage=USAGE))
 
 
-def script(n: int, scenario: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+def _user_texts(items: list[dict[str, Any]]) -> list[str]:
+    out: list[str] = []
+    for item in items:
+        if item.get("role") != "user":
+            continue
+        content = item.get("content")
+        if isinstance(content, str):
+            out.append(content)
+        elif isinstance(content, list):
+            out.extend(str(p.get("text")) for p in content if isinstance(p, dict) and "text" in p)
+    return out
+
+
+def script(n: int, scenario: str, body: dict[str, Any], context: list[dict[str, Any]] | None = None) -> _Script:
     s = _Script(n, body)
     s.start()
-    if scenario == "tool":
+    if scenario == "recall":
+        s.message(["You said: ", " | ".join(_user_texts(context or []))])
+    elif scenario == "tool":
         s.call("lookup", json.dumps({"q": "paris"}))
     elif scenario == "shell":
         result = _last_output(body)
@@ -138,11 +161,23 @@ def script(n: int, scenario: str, body: dict[str, Any]) -> list[dict[str, Any]]:
             s.add("response.output_text.delta", item_id=mid, output_index=0, content_index=0, delta=piece, logprobs=[])
         error = {"code": "server_error", "message": "The model crashed mid-answer"}
         s.add("response.failed", response=s.response("failed", error=error))
-        return s.events
+        return s
     else:
         s.message(TEXT)
     s.completed()
-    return s.events
+    return s
+
+
+class _NotFound(Exception):
+    def __init__(self, status: int, error: dict[str, Any]) -> None:
+        self.status, self.error = status, error
+
+
+def _input_items(body: dict[str, Any]) -> list[dict[str, Any]]:
+    raw = body.get("input")
+    if isinstance(raw, str):
+        return [{"type": "message", "role": "user", "content": raw}]
+    return [i for i in raw if isinstance(i, dict)] if isinstance(raw, list) else []
 
 
 class ResponsesUpstream:
@@ -150,6 +185,9 @@ class ResponsesUpstream:
 
     def __init__(self) -> None:
         self.requests: list[Recorded] = []
+        self.contexts: dict[str, list[dict[str, Any]]] = {}  # response id -> its input and output
+        self.items: dict[str, dict[str, Any]] = {}  # output item id -> the item
+        self.conversations: dict[str, list[dict[str, Any]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self.port = 0
@@ -169,6 +207,7 @@ class ResponsesUpstream:
             self._loop = loop
             app = web.Application()
             app.router.add_post("/v1/responses", self._responses)
+            app.router.add_post("/v1/conversations", self._new_conversation)
             runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
             loop.run_until_complete(runner.setup())
             loop.run_until_complete(web.SockSite(runner, sock).start())
@@ -198,9 +237,16 @@ class ResponsesUpstream:
             return web.json_response(error, status=500)
         if body.get("stream") is not True:
             return web.json_response({"error": {"message": "this emulator only streams"}}, status=400)
+        try:
+            context = self._context(body)
+        except _NotFound as missing:
+            return web.json_response({"error": missing.error}, status=missing.status)
+        made = script(len(self.requests), scenario, body, context)
+        if made.events[-1]["type"] == "response.completed" and body.get("store", True) is not False:
+            self._keep(made, body, context)
         response = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        for event in script(len(self.requests), scenario, body):
+        for event in made.events:
             if event["type"] == "response.failed":  # after the answer started: a separate read
                 await asyncio.sleep(0.1)
             payload = json.dumps(event).encode()
@@ -208,3 +254,52 @@ class ResponsesUpstream:
             await response.write(b"event: " + event["type"].encode() + b"\ndata: " + payload + b"\n\n")
         await response.write_eof()
         return response
+
+    def _context(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """What the model sees: the previous response's or the conversation's items, then the input
+        (item references resolved)."""
+        context: list[dict[str, Any]] = []
+        previous = body.get("previous_response_id")
+        if previous is not None:
+            if previous not in self.contexts:
+                error = {
+                    "message": f"Previous response with id '{previous}' not found.",
+                    "type": "invalid_request_error",
+                    "param": "previous_response_id",
+                    "code": "previous_response_not_found",
+                }
+                raise _NotFound(400, error)
+            context.extend(self.contexts[previous])
+        conversation = body.get("conversation")
+        cid = conversation.get("id") if isinstance(conversation, dict) else conversation
+        if cid is not None:
+            if cid not in self.conversations:
+                error = {"message": f"Conversation with id '{cid}' not found.", "type": "invalid_request_error"}
+                raise _NotFound(404, {**error, "param": "conversation", "code": None})
+            context.extend(self.conversations[cid])
+        for item in _input_items(body):
+            if item.get("type") == "item_reference" or ("type" not in item and "role" not in item):
+                if item.get("id") not in self.items:
+                    error = {"message": f"Item with id '{item.get('id')}' not found.", "type": "invalid_request_error"}
+                    raise _NotFound(404, {**error, "param": "input", "code": None})
+                context.append(self.items[str(item["id"])])
+            else:
+                context.append(item)
+        return context
+
+    def _keep(self, made: _Script, body: dict[str, Any], context: list[dict[str, Any]]) -> None:
+        self.contexts[made.id] = [*context, *made.output]
+        for item in made.output:
+            self.items[str(item["id"])] = item
+        conversation = body.get("conversation")
+        cid = conversation.get("id") if isinstance(conversation, dict) else conversation
+        if cid is not None:
+            self.conversations[cid].extend([*_input_items(body), *made.output])
+
+    async def _new_conversation(self, request: web.Request) -> web.Response:
+        """`POST /v1/conversations` (made by the upstream's own key, never through the gateway)."""
+        body = json.loads(await request.read() or b"{}")
+        cid = f"conv_emu{len(self.conversations) + 1}"
+        self.conversations[cid] = [i for i in body.get("items") or [] if isinstance(i, dict)]
+        created = {"id": cid, "object": "conversation", "created_at": 1700000000, "metadata": {}}
+        return web.json_response(created)

@@ -20,8 +20,10 @@ reports n completion tokens: a hostile or mistaken bill), echo-head (a debugging
 request's headers, the provider key among them, as the text of one delta, that frame written in two
 TCP writes split inside the key), mcp-agent (calls the tool the user
 names, then answers with its result: the gateway's MCP loop), cut (text ended with finish_reason
-`length`), prefix-cache (text whose usage reports all 11 prompt tokens as `cached_tokens` once this
-emulator has seen the request's first message: a provider's prompt cache).
+`length`), no-finish (text, then [DONE] with no chunk saying a finish reason), big:n (n characters
+of text, the last user message repeated, in 16 KiB deltas), prefix-cache (text whose usage
+reports all 11 prompt tokens as `cached_tokens` once this emulator has seen the request's first
+message: a provider's prompt cache).
 
 Every request is recorded (body, headers, the data payloads sent, when the client connection closed)
 and counted per scenario; `GET /_stats` returns the same as JSON.
@@ -347,10 +349,21 @@ class OpenAIUpstream:
 
         usage_on = self._include_usage(rec)
         chunk = self._chunk
-        if scenario in ("text", "no-usage", "no-done", "headers-then-silence", "silence", "overbill", "cut"):
+        if scenario in (
+            "text",
+            "no-usage",
+            "no-done",
+            "headers-then-silence",
+            "silence",
+            "overbill",
+            "cut",
+            "no-finish",
+        ):
             payloads = self._text_chunks(rec, model)
             if scenario == "cut":  # the text, ended by the output cap
                 payloads[-1] = self._chunk(rec, model, {}, "length")
+            if scenario == "no-finish":  # no chunk says a finish reason: [DONE] alone ends the answer
+                payloads.pop()
             if scenario == "headers-then-silence":
                 if not await self._sleep(request, rec, arg if arg is not None else 30.0):
                     raise _Closed
@@ -457,6 +470,17 @@ class OpenAIUpstream:
                 bad = b'{"pad": "' + b"A" * OVERSIZE_BYTES + b'"}'
             await self._send(request, response, rec, bad)
             await asyncio.sleep(0.2)
+            await self._done(response, rec)
+        elif scenario == "big":  # `big:n`: n characters of text in 16 KiB deltas
+            size = int(arg or 65536)
+            text = (rec.body.get("messages") or [{}])[-1].get("content", "") or "x"
+            body = (str(text) * (size // max(1, len(str(text))) + 1))[:size]
+            pieces = [body[i : i + 16384] for i in range(0, size, 16384)]
+            payloads = [chunk(rec, model, {"role": "assistant", "content": ""})]
+            payloads += [chunk(rec, model, {"content": p}) for p in pieces]
+            await send_all([*payloads, chunk(rec, model, {}, "stop")])
+            if usage_on:
+                await self._send(request, response, rec, self._usage_chunk(rec, model))
             await self._done(response, rec)
         elif scenario == "slow":
             interval = arg if arg is not None else 0.1

@@ -6,6 +6,8 @@ PostgreSQL, the request's Cache-Control, the purge and stats APIs, and the recor
 from __future__ import annotations
 
 import json
+import socket
+import sqlite3
 import sys
 import time
 from collections.abc import Iterator
@@ -19,6 +21,7 @@ import pytest
 from google import genai
 from google.genai import types
 
+from emulators.anthropic_upstream import AnthropicFamilyEmulator
 from emulators.openai_upstream import OpenAIUpstream
 from helpers import MASTER_KEY, ServerProcess, start_server
 
@@ -359,3 +362,126 @@ def test_a_hit_on_the_responses_door_for_the_openai_sdk(gateway: ServerProcess, 
     answer = client.responses.with_raw_response.create(model="cached", input="r")
     assert answer.headers["x-cache"] == "hit" and answer.parse().output_text == TEXT
     assert len(emu.requests) == 1
+
+
+def _ceiling_config(store_url: str, emu: OpenAIUpstream, max_total: int, **providers: str) -> str:
+    extra = "".join(f"[providers.{n}]\n{v}\n" for n, v in providers.items())
+    return f"""
+[server]
+host = "127.0.0.1"
+[store]
+url = "{store_url}"
+[cache]
+max_total_bytes = {max_total}
+[providers.emu]
+kind = "openai"
+base_url = "{emu.base_url}"
+{extra}
+[models.big]
+routes = [{{ provider = "emu", model = "big:90000" }}]
+cache = {{ ttl_s = 300, max_bytes = 2000000 }}
+[models.huge]
+routes = [{{ provider = "emu", model = "big:950000" }}]
+cache = {{ ttl_s = 300, max_bytes = 2000000 }}
+[models.nofinish]
+routes = [{{ provider = "emu", model = "no-finish" }}]
+cache = {{ ttl_s = 300, max_bytes = 65536 }}
+""" + "".join(
+        f'[models.{n}]\nroutes = [{{ provider = "{n}", model = "claude-emu" }}]\ncache = {{}}\n' for n in providers
+    )
+
+
+def _big(server: ServerProcess, secret: str, word: str) -> str:
+    resp = _post(server, secret, {"model": "big", "messages": [{"role": "user", "content": word}]})
+    assert resp.status_code == 200, resp.text
+    assert len(resp.json()["choices"][0]["message"]["content"]) == 90000
+    return resp.headers["x-cache"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "redis", "postgres"])
+def test_the_store_keeps_its_ceiling_evicting_the_least_recently_used(
+    tmp_path: Path, emu: OpenAIUpstream, backend: str
+) -> None:
+    # each entry is ~90 KB of events: two fit under the ceiling, a third evicts the least recently used
+    with shared_store_url(backend, tmp_path, "ceiling") as url:
+        server = start_server(tmp_path / "gw", _ceiling_config(url, emu, 250_000))
+        try:
+            secret = _key(server)
+            assert [_big(server, secret, w) for w in ("alpha ", "bravo ", "alpha ")] == ["miss", "miss", "hit"]
+            assert _big(server, secret, "charlie ") == "miss"  # bravo, used least recently, goes
+            assert [_big(server, secret, w) for w in ("alpha ", "charlie ")] == ["hit", "hit"]
+            assert _big(server, secret, "bravo ") == "miss"  # evicted; stored again, evicting alpha
+            assert _big(server, secret, "charlie ") == "hit"
+            for i in range(12):  # far more than fits: the total never passes the ceiling
+                _big(server, secret, f"w{i} ")
+            metrics = httpx.get(server.base_url + "/metrics").text
+            evicted = next(line for line in metrics.splitlines() if line.startswith("tidegate_cache_evictions_total"))
+            assert float(evicted.split()[-1]) >= 13
+            if backend == "sqlite":
+                with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+                    (total,) = db.execute("SELECT bytes FROM cache_total").fetchone()
+                    (summed, count) = db.execute("SELECT SUM(length(events)), COUNT(*) FROM cache_entries").fetchone()
+                assert total == summed <= 250_000 and count == 2
+        finally:
+            server.stop()
+
+
+def _rss_kib(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
+
+
+def test_clients_that_never_read_a_hit_share_one_copy_of_it(tmp_path: Path, emu: OpenAIUpstream) -> None:
+    server = start_server(tmp_path / "gw", _ceiling_config(f"sqlite:///{tmp_path / 'gw.db'}", emu, 50_000_000))
+    secret = _key(server)
+    ask = {"model": "huge", "messages": [{"role": "user", "content": "0123456789"}], "stream": True}
+    assert _streamed_text(server, secret, ask, "miss") == ("0123456789" * 95000)
+    raw = json.dumps(ask).encode()
+    head = f"POST {CHAT} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {secret}\r\nContent-Type: application/json\r\n"
+    request = head.encode() + b"Content-Length: %d\r\n\r\n" % len(raw) + raw
+    clients: list[socket.socket] = []
+    try:
+        before = _rss_kib(server.proc.pid)
+        for _ in range(60):  # each asks for the ~1 MB answer and never reads it
+            sock = socket.create_connection(("127.0.0.1", int(server.base_url.rsplit(":", 1)[1])))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.sendall(request)
+            clients.append(sock)
+        time.sleep(3)
+        grown = _rss_kib(server.proc.pid) - before
+        # one shared copy and a piece per client (a copy each was ~1.3 MB a client: 78 MB here)
+        assert grown < 24_000, f"RSS grew {grown} KiB for 60 clients"
+    finally:
+        for sock in clients:
+            sock.close()
+        server.stop()
+
+
+def test_a_hit_replays_no_invented_finish_reason_and_a_fresh_message_id(tmp_path: Path, emu: OpenAIUpstream) -> None:
+    claude = AnthropicFamilyEmulator().start()
+    provider = f'kind = "anthropic"\nbase_url = "{claude.base_url}"\napi_key_env = "EMU_ANTHROPIC_KEY"'
+    config = _ceiling_config(f"sqlite:///{tmp_path / 'gw.db'}", emu, 1_000_000, claude=provider)
+    server = start_server(tmp_path / "gw", config, extra_env={"EMU_ANTHROPIC_KEY": claude.api_key})
+    try:
+        secret = _key(server)
+        auth = {"Authorization": f"Bearer {secret}"}
+        body = {"model": "nofinish", "messages": [{"role": "user", "content": "n"}], "stream": True}
+        for expected in ("miss", "hit"):
+            with httpx.stream("POST", server.base_url + CHAT, json=body, headers=auth, timeout=30) as resp:
+                assert resp.headers["x-cache"] == expected
+                lines = [line for line in resp.iter_lines() if line.startswith("data: ")]
+            assert lines[-1] == "data: [DONE]"
+            chunks = [json.loads(line[6:]) for line in lines[:-1]]
+            assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]) == TEXT
+            assert all(c["finish_reason"] is None for ch in chunks for c in ch["choices"]), expected  # as the upstream
+        client = anthropic.Anthropic(base_url=server.base_url, api_key=secret, max_retries=0)
+        ask: dict[str, Any] = {"model": "claude", "max_tokens": 64, "messages": [{"role": "user", "content": "m"}]}
+        ids = []
+        for expected in ("miss", "hit", "hit"):
+            raw = client.messages.with_raw_response.create(**ask)
+            assert raw.headers["x-cache"] == expected
+            ids.append(raw.parse().id)
+        assert ids[0] == "msg_emu_text" and len(set(ids)) == 3 and all(i.startswith("msg_") for i in ids)
+    finally:
+        server.stop()
+        claude.stop()

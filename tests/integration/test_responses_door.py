@@ -166,15 +166,13 @@ def test_invalid_field_is_400_naming_it(local_server: ServerProcess, extra: dict
 @pytest.mark.parametrize(
     ("extra", "mentions"),
     [
-        ({"previous_response_id": "resp_x"}, "'previous_response_id'"),
-        ({"conversation": "conv_x"}, "'conversation'"),
         ({"truncation": "auto"}, "'truncation'"),
         ({"background": True}, "'background'"),
         ({"service_tier": "priority"}, "'service_tier'"),
         ({"text": {"verbosity": "low"}}, "'text.verbosity'"),
         ({"tools": [{"type": "web_search"}]}, "'tools[0].type (web_search"),
         ({"tool_choice": {"type": "web_search"}, "tools": [{"type": "web_search"}]}, "'tool_choice'"),
-        ({"input": [{"type": "item_reference", "id": "x"}]}, "'input[0].type'"),
+        ({"input": [{"type": "compaction", "encrypted_content": "x"}]}, "'input[0].type'"),
         ({"reasoning": {"mode": "pro"}}, "'reasoning.mode'"),
         ({"made_up_field": 1}, "'made_up_field'"),
     ],

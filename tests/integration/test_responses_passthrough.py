@@ -73,13 +73,12 @@ def test_the_request_goes_as_sent_and_the_events_come_back_untouched(
         "model": "gpt",
         "input": [{"role": "user", "content": [{"type": "input_text", "text": f"hi {mark}"}]}],
         "stream": True,
-        "previous_response_id": "resp_earlier",  # what only a Responses API route honours
         "prompt_cache_key": "thread-1",
         "client_metadata": {"session_id": "s"},
         "store": False,
         "include": ["reasoning.encrypted_content"],
         "tools": [{"type": "web_search"}, {"type": "custom", "name": "patch"}],
-        "truncation": "auto",
+        "truncation": "auto",  # what only a Responses API route honours
         "provider": {"allow_fallbacks": False},
     }
     r = stream_sse(server.base_url + "/v1/responses", body, server.headers)

@@ -21,6 +21,7 @@ from ..header_rules import header_problem
 from ..store_url import store_backend
 from .model import (
     REQUIRED_KEYS,
+    CacheConfig,
     Config,
     LoggingConfig,
     McpConfig,
@@ -33,7 +34,7 @@ from .upstream import check_connection, upstream_url
 from .values import check_keys, convert, table
 from .where import error_path, line_of
 
-_ROOT_KEYS = {"server", "store", "providers", "models", "mcp", "logging"}
+_ROOT_KEYS = {"server", "store", "providers", "models", "mcp", "logging", "cache"}
 _ROUTER_ONLY = ("candidates", "policy", "balanced_within_pct")
 
 
@@ -171,8 +172,16 @@ def parse_config(data: dict[str, Any], source: str = "<memory>") -> Config:
     _check_candidates(models)
     mcp = _mcp(table("mcp", data.get("mcp", {})))
     logging = convert("logging", table("logging", data.get("logging", {})), LoggingConfig)
+    cache = convert("cache", table("cache", data.get("cache", {})), CacheConfig)
     return Config(
-        server=server, store=store, providers=providers, models=models, source=source, mcp=mcp, logging=logging
+        server=server,
+        store=store,
+        providers=providers,
+        models=models,
+        source=source,
+        mcp=mcp,
+        logging=logging,
+        cache=cache,
     )
 
 

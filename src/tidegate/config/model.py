@@ -455,6 +455,17 @@ class LoggingConfig(Struct, frozen=True, forbid_unknown_fields=True):
     ] = 604_800.0
 
 
+class CacheConfig(Struct, frozen=True, forbid_unknown_fields=True):
+    max_total_bytes: Annotated[
+        int,
+        doc(
+            "the response cache's ceiling in the store, every entry's events together: past it the least "
+            "recently used entries are evicted ([api-edges.md](api-edges.md#18-response-cache))",
+            ge=1,
+        ),
+    ] = 268_435_456
+
+
 class Config(Struct, frozen=True):
     server: ServerConfig
     store: StoreConfig
@@ -463,6 +474,7 @@ class Config(Struct, frozen=True):
     source: str = "<embedded default>"
     mcp: McpConfig = McpConfig()
     logging: LoggingConfig = LoggingConfig()
+    cache: CacheConfig = CacheConfig()
 
     def provider_idle_timeout(self, provider: str) -> float:
         p = self.providers.get(provider)
@@ -482,12 +494,14 @@ TABLES: dict[str, type[Struct]] = {
     'models."ID".cache': CacheSettings,
     "mcp": McpConfig,
     "logging": LoggingConfig,
+    "cache": CacheConfig,
 }
 
 __all__ = [
     "PROVIDER_KINDS",
     "REQUIRED_KEYS",
     "Breaker",
+    "CacheConfig",
     "CacheSettings",
     "Config",
     "LoggingConfig",

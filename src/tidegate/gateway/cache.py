@@ -4,8 +4,10 @@ stored, and a hit served as a generation of its own whose one route replays the 
 An entry is keyed by the tenant (the key id), the door, the model and the request body without the
 fields that do not change the answer, as canonical JSON (sorted keys), hashed with sha256. It holds
 the answer's canonical events, so a hit is rendered by the door's own renderer (built frames, never
-an upstream's raw bytes), with the events back to back. Only a complete answer is stored: the
-record completed, no failure, not cut by a length limit, within `max_bytes`.
+an upstream's raw bytes), with the events back to back, a piece of text at a time; the hits served
+at once on one entry share one decoded copy (`SharedAnswer`). Only a complete answer is stored: the
+record completed, no failure, not cut by a length limit, within `max_bytes` and `[cache]
+max_total_bytes`; the store evicts the least recently used past the latter.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+import weakref
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -38,6 +42,7 @@ EXCLUDED = frozenset(
     ("stream", "stream_options", "user", "metadata", "prompt_cache_key", "client_metadata", "safety_identifier")
 )
 CUT = frozenset(("length", "max_tokens", "incomplete"))
+PIECE = 16_384  # characters of text a hit's replay hands the door at a time
 
 
 def entry_key(tenant: str, door: str, model: str, body: Any) -> str:
@@ -75,7 +80,8 @@ class CachePlan:
     door: str
     store_answer: bool
     result: str = "miss"  # hit | miss | bypass (X-Cache)
-    entry: CacheEntry | None = None
+    entry: CacheEntry | None = None  # a hit's entry, without its events (`answer` has them)
+    answer: SharedAnswer | None = None
     events: list[Event] = field(default_factory=list)  # the answer's events, captured on a miss
 
     def capture(self, event: Event) -> None:
@@ -83,20 +89,56 @@ class CachePlan:
             self.events.append(event)
 
 
+class SharedAnswer:
+    """One entry's decoded events, cut into pieces once (`_pieces`), shared by every hit on it served
+    meanwhile (immutable: events are frozen, the tuple too): N clients, and their recorders, which
+    keep references to the same pieces' text, hold one copy, not N."""
+
+    __slots__ = ("__weakref__", "events", "generation_id", "text")
+
+    def __init__(self, generation_id: str, events: tuple[Event, ...]) -> None:
+        self.generation_id = generation_id
+        self.events = events
+        texts = [e.text for e in events if type(e) is TextDelta]
+        self.text = (len(texts), "".join(texts))  # what a whole hit's record says (`Recorder.whole_text`)
+
+
+def _pieces(events: Sequence[Event]) -> Iterator[Event]:
+    """The events with each long text cut into `PIECE` characters (the same text, in more deltas)."""
+    for event in events:
+        if type(event) is TextDelta and len(event.text) > PIECE:
+            text = event.text
+            for at in range(0, len(text), PIECE):
+                yield TextDelta(text[at : at + PIECE])
+        else:
+            yield event
+
+
 class _Replay:
-    """The stored events as one upstream read."""
+    """The shared events, read about `PIECE` characters of text at a time: the door writes each read
+    before it takes the next, so a client that reads slowly (or never) holds up its own replay, and
+    what waits for it is one piece, not the whole answer."""
 
-    __slots__ = ("events",)
+    __slots__ = ("_events",)
 
-    def __init__(self, events: list[Event]) -> None:
-        self.events: list[Event] | None = events
+    def __init__(self, events: Sequence[Event]) -> None:
+        self._events: Iterator[Event] | None = iter(events)
 
     async def read(self) -> list[Event] | None:
-        events, self.events = self.events, None
-        return events
+        if self._events is None:
+            return None
+        batch: list[Event] = []
+        budget = PIECE
+        for event in self._events:
+            batch.append(event)
+            budget -= len(event.text) if type(event) is TextDelta else 64
+            if budget <= 0:
+                return batch
+        self._events = None
+        return batch or None
 
     async def aclose(self) -> None:
-        self.events = None
+        self._events = None
 
 
 class CacheProvider:
@@ -105,7 +147,7 @@ class CacheProvider:
     name = PROVIDER
     kind = PROVIDER
 
-    def __init__(self, events: list[Event]) -> None:
+    def __init__(self, events: Sequence[Event]) -> None:
         self.events = events
 
     async def open_chat(self, request: GenerationRequest, served_model: str) -> _Replay:
@@ -131,14 +173,35 @@ def _stored_events(events: list[Event]) -> list[Event]:
     return out
 
 
-def decode_events(data: bytes) -> list[Event]:
-    events = [decode_event(line) for line in data.split(b"\n") if line]
-    return [replace(e, provider=PROVIDER) if isinstance(e, Started) else e for e in events]
+def decode_events(data: bytes) -> tuple[Event, ...]:
+    """The stored events as a hit replays them: served by `cache`, without the upstream's own id (a
+    door that shows one, the Messages door's `msg_...`, makes a fresh one per hit from the hit's
+    generation id)."""
+    events = (decode_event(line) for line in data.split(b"\n") if line)
+    return tuple(replace(e, provider=PROVIDER, upstream_id=None) if isinstance(e, Started) else e for e in events)
 
 
 class ResponseCache:
-    def __init__(self, store: CacheStore) -> None:
+    def __init__(self, store: CacheStore, max_total_bytes: int) -> None:
         self.store = store
+        self.max_total_bytes = max_total_bytes
+        # the entries being served now, by entry key: a hit on one reads the store without its events
+        self._shared: weakref.WeakValueDictionary[str, SharedAnswer] = weakref.WeakValueDictionary()
+
+    async def _lookup(self, plan: CachePlan) -> None:
+        """The live entry (its last use moved on) and its shared events, onto `plan`."""
+        now = time.time()
+        shared = self._shared.get(plan.entry_key)
+        entry = await self.store.get(plan.entry_key, now, events=shared is None)
+        if entry is not None and shared is not None and shared.generation_id != entry.generation_id:
+            shared, entry = None, await self.store.get(plan.entry_key, now)  # replaced meanwhile
+        if entry is None:
+            return
+        if shared is None:
+            shared = SharedAnswer(entry.generation_id, tuple(_pieces(decode_events(entry.events))))
+            self._shared[plan.entry_key] = shared
+        plan.entry = replace(entry, events=b"", size=entry.size or len(entry.events))  # not kept per request
+        plan.answer = shared
 
     async def plan(
         self, model: ModelConfig | None, key: ApiKey, door: str, public_model: str, body: Any, cache_control: str | None
@@ -154,9 +217,10 @@ class ResponseCache:
             plan.result = "bypass"
             return plan
         try:
-            plan.entry = await self.store.get(ekey, time.time())
+            await self._lookup(plan)
         except Exception:  # the cache is an optimisation: a store failure is a miss
             log.warning("cache lookup failed", exc_info=True)
+            plan.entry = plan.answer = None
         if plan.entry is not None:
             plan.result = "hit"
         return plan
@@ -174,8 +238,8 @@ class ResponseCache:
         request_hash: str | None,
     ) -> Generation:
         """A hit's generation: admitted like any (limits, a 429), recorded, its one route the entry."""
-        entry = plan.entry
-        assert entry is not None
+        entry, answer = plan.entry, plan.answer
+        assert entry is not None and answer is not None
         model = gateway.router.model(request.model, model_type)
         ticket = await gateway.admission.admit(key, model, request.model, generation_id, request)
         reason = CACHE_HIT_REASON + entry.generation_id
@@ -193,13 +257,12 @@ class ResponseCache:
             request.session,
         )
         recorder.pricing = None  # a hit costs nothing
+        recorder.whole_text = answer.text
         server = gateway.config.server
         settings = RelaySettings(streaming=request.stream, keepalive_s=server.keepalive_s)
         served = str(entry.usage.get("served_model") or request.model)
         cancel = CancelSignal()
-        relay = Relay(
-            request, [(CacheProvider(decode_events(entry.events)), Route(PROVIDER, served))], settings, cancel
-        )
+        relay = Relay(request, [(CacheProvider(answer.events), Route(PROVIDER, served))], settings, cancel)
         gen = Generation(
             id=generation_id,
             key=key,
@@ -217,7 +280,7 @@ class ResponseCache:
     async def finish(self, plan: CachePlan, record: GenerationRecord) -> None:
         """After the answer: count the request, and store a miss's complete answer."""
         entry = plan.entry
-        size = len(entry.events) if entry is not None else 0
+        size = entry.size if entry is not None else 0
         saved = entry.cost if entry is not None else 0.0
         metrics.CACHE_REQUESTS.labels(plan.model, plan.result).inc()
         if plan.result == "hit":
@@ -239,7 +302,7 @@ class ResponseCache:
         if record.finish_reason in CUT:
             return
         data = b"\n".join(encode_event(e) for e in _stored_events(events))
-        if len(data) > plan.settings.max_bytes:
+        if len(data) > min(plan.settings.max_bytes, self.max_total_bytes):
             return
         now = time.time()
         usage: dict[str, Any] = {**usage_dict(record.usage), "served_model": record.served_model}
@@ -255,7 +318,9 @@ class ResponseCache:
             record.cost,
             data,
         )
-        await self.store.put(entry)
+        evicted = await self.store.put(entry, self.max_total_bytes)
+        if evicted:
+            metrics.CACHE_EVICTIONS.inc(evicted)
 
 
 class CapturingWriter:
@@ -274,6 +339,7 @@ class CapturingWriter:
             writer.finish,
             writer.fail,
         )
+        self.settle = getattr(writer, "settle", None)
 
     def event(self, event: Event) -> Any:
         self._capture(event)
@@ -286,6 +352,7 @@ class CapturingBuilder:
     def __init__(self, builder: Any, plan: CachePlan) -> None:
         self.builder, self.plan = builder, plan
         self.build = builder.build
+        self.settle = getattr(builder, "settle", None)
 
     def reset(self) -> None:
         self.plan.events.clear()

@@ -76,6 +76,8 @@ class Recorder:
     # the gateway's stop ended it (`interrupt_all`): the stop is bounded (docs/api-operations.md §10),
     # so its estimate never waits for the tokenizer's first load, seconds on a loaded machine
     stopping: bool = False
+    # a cache hit's (text deltas, their text joined): the entry's own text, shared by its hits
+    whole_text: tuple[int, str] | None = None
     _first_token_at: float | None = None
     frames: list[bytes] = field(default_factory=list)  # the frames not yet known stored (followers read them)
     frames_base: int = 0  # the index (SSE id) of `frames[0]`: the ones before it are only in the store
@@ -309,6 +311,9 @@ class Recorder:
 
     @property
     def output_text(self) -> str:
+        whole = self.whole_text
+        if whole is not None and len(self.text) == whole[0]:
+            return whole[1]  # a whole cache hit: one string for every hit, not a join (a copy) each
         return "".join(self.text)
 
     def final_usage(self) -> UsageReport:

@@ -171,10 +171,11 @@ class OpenAIDecoder:
         return out
 
     def _end(self, out: list[Event]) -> None:
-        """`[DONE]`: nothing after it is read; a stream that gave no finish reason finished with `stop`."""
+        """`[DONE]`: nothing after it is read; a stream that gave no finish reason finished with `stop`,
+        which it did not say (`said`: a replay shows none either)."""
         self._done = True
         if not self._finished:
-            out.append(Finished("stop"))
+            out.append(Finished("stop", said=False))
             self._finished = True
 
     def _chunk(self, obj: dict[str, Any], raw: bytes, out: list[Event]) -> list[Event]:

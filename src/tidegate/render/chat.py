@@ -144,7 +144,7 @@ class ChatStreamRenderer:
                 call["function"] = {"arguments": event.arguments}
             return self._chunk({"tool_calls": [call]})
         if isinstance(event, Finished):
-            return self._chunk({}, event.reason)
+            return self._chunk({}, event.reason) if event.said else b""
         return b""
 
     def finish(self, usage: UsageReport | None) -> bytes:

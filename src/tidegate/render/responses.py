@@ -396,9 +396,13 @@ class ResponsesStreamRenderer(_ResponseShell):
         )
         self.next_id = first_event_id
         # a Responses API route serves (`RawFrame`s): its events go out untouched, and the canonical
-        # events only keep the state a failure ending needs; `upstream_ended`: its terminal event went out
+        # events only keep the state a failure ending needs; `upstream_ended`: its terminal event
+        # came, held back (`held`) to be the stream's ending once the record is durable (and the ids
+        # it hands out bound to the key); `upstream_final`: the `response` of a completed one
         self.passthrough = False
         self.upstream_ended = False
+        self.held = b""
+        self.upstream_final: dict[str, Any] | None = None
 
     def _frames(self, payloads: list[Payload]) -> bytes:
         out: list[bytes] = []
@@ -429,30 +433,37 @@ class ResponsesStreamRenderer(_ResponseShell):
         return self._frames(payloads) if payloads else b""
 
     def _raw(self, data: bytes) -> bytes:
-        """An upstream event's data, untouched, under its own name (`id:` is the frame log's index)."""
+        """An upstream event's data, untouched, under its own name (`id:` is the frame log's index);
+        its terminal event is held back for `finish` / `fail`."""
         try:
-            etype = str(orjson.loads(data).get("type"))
+            payload = orjson.loads(data)
+            etype = str(payload.get("type"))
         except (orjson.JSONDecodeError, AttributeError):
-            etype = "message"
-        if etype in UPSTREAM_TERMINAL:
-            self.upstream_ended = True
+            payload, etype = None, "message"
         seq = self.next_id
         self.next_id += 1
-        return b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, etype.encode(), data)
+        frame = b"id: %d\nevent: %s\ndata: %s\n\n" % (seq, etype.encode(), data)
+        if etype in UPSTREAM_TERMINAL:
+            self.upstream_ended = True
+            if etype != "response.failed" and isinstance(payload.get("response"), dict):
+                self.upstream_final = payload["response"]
+            self.held = frame
+            return b""
+        return frame
 
     def finish(self, usage: UsageReport | None) -> bytes:
         """Items still open are closed, then exactly one `response.completed` / `.incomplete`."""
         if self.passthrough:
-            return b""  # the upstream's own terminal event went out
+            return self.held  # the upstream's own terminal event
         payloads = self.state.close_all("completed")
         etype, response = self.final(usage)
         return self._frames([*payloads, {"type": etype, "response": response}])
 
     def fail(self, failure: Failed, usage: UsageReport | None = None) -> bytes:
-        """The one `response.failed`: status failed, the §4 error, and the output so far (none when a
-        Responses API route's own `response.failed` went out)."""
-        if self.upstream_ended:
-            return b""
+        """The one `response.failed`: status failed, the §4 error, and the output so far; or a
+        Responses API route's own `response.failed`, held back until now."""
+        if self.upstream_ended and self.upstream_final is None:
+            return self.held  # the upstream's own `response.failed`
         return self._frames([{"type": "response.failed", "response": self.failed(failure, usage)}])
 
 

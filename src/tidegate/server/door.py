@@ -25,7 +25,7 @@ from ..events import Event, Failed, FailureCode, RawFrame, UsageReport
 from ..gateway.cache import CachePlan, CapturingBuilder, CapturingWriter, ResponseCache
 from ..gateway.generation import EmbeddingGeneration, ExistingGeneration, Generation
 from ..gateway.relay import KEEPALIVE
-from ..records import ApiKey
+from ..records import ApiKey, GenerationRecord
 from ..request import GenerationRequest
 from ..sse import encode_comment
 from ..store.facets import cache_store
@@ -69,6 +69,9 @@ class StreamWriter(Protocol):
         ...
 
     def fail(self, failure: Failed) -> bytes: ...
+
+    # optional, on a writer or a JSON builder: `settle()`, None or an awaitable that must be done
+    # before the answer's end goes out, run alongside the record's completion (`_complete`)
 
 
 class JsonBuilder(Protocol):
@@ -250,7 +253,7 @@ async def serve_generation(req: Request, state: AppState, key: ApiKey, spec: Doo
 
 def response_cache(state: AppState) -> ResponseCache:
     if state.cache is None:
-        state.cache = ResponseCache(cache_store(state.store))
+        state.cache = ResponseCache(cache_store(state.store), state.config.cache.max_total_bytes)
     return state.cache
 
 
@@ -394,7 +397,7 @@ async def _write_ending(req: Request, gen: Generation, writer: StreamWriter, fai
         final = writer.finish()
         if not isinstance(final, Failed):
             gen.recorder.log_frames(final)
-            record = await gen.complete()  # durable before the terminal event is written
+            record = await _complete(gen, writer)  # durable before the terminal event is written
             if record.status == "completed":
                 await req.write(final, more=False)
                 return
@@ -410,6 +413,17 @@ async def _write_ending(req: Request, gen: Generation, writer: StreamWriter, fai
     gen.recorder.log_frames(frame)
     await gen.fail(failure)
     await req.write(frame, more=False)
+
+
+async def _complete(gen: Generation, ender: Any) -> GenerationRecord:
+    """`gen.complete()`, alongside what the writer or builder must write before the answer's end
+    goes out (its `settle`: the Responses door binds the ids an upstream handed out)."""
+    settle = getattr(ender, "settle", None)
+    pending = settle() if settle is not None else None
+    if pending is None:
+        return await gen.complete()
+    record, _ = await asyncio.gather(gen.complete(), pending)
+    return record
 
 
 async def drive_json(req: Request, gen: Generation, builder: JsonBuilder) -> None:
@@ -453,5 +467,5 @@ async def drive_json(req: Request, gen: Generation, builder: JsonBuilder) -> Non
         await req.respond_error(as_error(failure), provider_headers(committed) if committed else {})
         return
     gen.recorder.log_json(body)
-    await gen.complete()
+    await _complete(gen, builder)
     await req.respond_bytes(200, body, "application/json", provider_headers(committed))

@@ -12,6 +12,7 @@ from ..gateway.leases import Leases
 from ..keys import Authenticator
 from ..store.base import GenerationStore
 from ..store.console import ConsoleStore
+from ..store.owners import OwnerStore
 
 
 @dataclass(slots=True)
@@ -23,5 +24,6 @@ class AppState:
     leases: Leases
     console: ConsoleStore  # what the web console reads at scale (store/console.py)
     cache: ResponseCache | None = None  # the response cache, made at its first use (server/door.py)
+    owners: OwnerStore | None = None  # conversation owners, made at their first use (doors/responses/owners.py)
     ready: bool = False
     tasks: set[asyncio.Task[None]] = field(default_factory=set)

@@ -1,6 +1,8 @@
 """The exact response cache's storage (docs/api-edges.md §18): its own small protocol, apart from
 `GenerationStore`, with one implementation per store (`sqlite_cache.py`, `postgres_cache.py`,
-`redis_cache.py`) over that store's connections, so every instance on one store shares the entries."""
+`redis_cache.py`) over that store's connections, so every instance on one store shares the entries
+and one ceiling (`[cache] max_total_bytes`): each store keeps the entries' total and their order of
+last use, and a `put` past the ceiling evicts the least recently used."""
 
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ class CacheEntry:
     generation_id: str  # the generation whose answer this is
     usage: dict[str, Any]
     cost: float  # what that answer cost: what a hit saves
-    events: bytes  # the canonical events, one JSON object a line (gateway/eventlog.py)
+    events: bytes  # the canonical events, one JSON object a line (gateway/eventlog.py); b"" when not read
+    size: int = 0  # the events' length, what the ceiling counts (as stored; `put` takes `len(events)`)
 
 
 @dataclass(slots=True)
@@ -75,12 +78,15 @@ def counts_of(result: str, size: int, saved: float) -> CacheCounts:
 
 
 class CacheStore(Protocol):
-    async def get(self, entry_key: str, now: float) -> CacheEntry | None:
-        """The live entry; an expired one is deleted (lazy pruning) and None returned."""
+    async def get(self, entry_key: str, now: float, *, events: bool = True) -> CacheEntry | None:
+        """The live entry, its last use set to `now` (least recently used goes first); an expired one
+        is deleted (lazy pruning) and None returned. `events=False`: without its events (b""), for a
+        caller that holds them already."""
         ...
 
-    async def put(self, entry: CacheEntry) -> None:
-        """Store (or replace) an entry."""
+    async def put(self, entry: CacheEntry, max_total_bytes: int) -> int:
+        """Store (or replace) an entry, then evict the least recently used entries until every entry's
+        events together take at most `max_total_bytes`; how many were evicted."""
         ...
 
     async def purge(self, *, model: str | None = None, key_id: str | None = None) -> int:

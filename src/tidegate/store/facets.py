@@ -1,5 +1,5 @@
 """Each store's side for a concern kept apart from `GenerationStore` (the cache, agent sessions, the
-console, route affinity): one small protocol per concern in its own module, one class per store in
+console, route affinity, conversation owners): one small protocol per concern in its own module, one class per store in
 `<store>_<concern>.py`, and here the one place that picks the class for the open store. Kept apart
 from the protocol modules so that no module both names a protocol and imports its implementations
 (an import circle). Each backend's module is imported only when used."""
@@ -12,6 +12,7 @@ from typing import Any, cast
 from .affinity import AffinityStore
 from .cache import CacheStore
 from .console import ConsoleStore
+from .owners import OwnerStore
 from .sessions import SessionStore
 
 # the store class's name -> the prefix of its concern modules and classes
@@ -46,3 +47,8 @@ def console_of(store: Any) -> ConsoleStore:
 
 def affinity_of(store: Any) -> AffinityStore:
     return cast(AffinityStore, _facet(store, "affinity", "Affinity"))
+
+
+def owners_of(store: Any) -> OwnerStore:
+    """Who owns each upstream conversation id (store/owners.py)."""
+    return cast(OwnerStore, _facet(store, "owners", "Owners"))

@@ -1,5 +1,5 @@
-"""The response cache on PostgreSQL (store/cache.py): the same two tables as SQLite's, on the
-store's pool, shared by every gateway on the database."""
+"""The response cache on PostgreSQL (store/cache.py): the same tables as SQLite's, on the store's
+pool, shared by every gateway on the database; a hit's read sets its last use in the same statement."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from .cache import CacheCounts, CacheEntry, CountRow, hour_of
 from .postgres import PostgresStore
-from .sqlite_cache import COLUMNS, count_rows, entry_from_row, entry_params, purge_where
+from .sqlite_cache import COLUMNS, count_rows, entry_from_row, entry_params, over_ceiling, purge_where
 
 COUNT_SQL = (
     "INSERT INTO cache_counts AS c (hour, model, key_id, hits, misses, bypasses, bytes, saved_cost)"
@@ -22,40 +22,85 @@ COUNTS_SQL = (
 )
 
 
+_OLD = "old.entry_key, old.key_id, old.model, old.door, old.created_at, old.expires_at, old.generation_id, old.usage"
+_TOUCH = (
+    "UPDATE cache_entries AS e SET accessed_at = $2 FROM cache_entries AS old"
+    " WHERE e.entry_key = $1 AND old.entry_key = e.entry_key RETURNING "
+)
+GET_SQL = _TOUCH + _OLD + ", old.cost, old.events, old.size"
+GET_META_SQL = _TOUCH + _OLD + ", old.cost, ''::bytea, old.size"
+PUT_SQL = (
+    f"INSERT INTO cache_entries ({COLUMNS}, accessed_at, size)"
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+)
+RECOUNT_SQL = "UPDATE cache_total SET bytes = (SELECT COALESCE(SUM(size), 0) FROM cache_entries) WHERE id = 0"
+LRU_SQL = "SELECT entry_key, size FROM cache_entries ORDER BY accessed_at, entry_key"
+
+
 def _deleted(status: str) -> int:
     return int(status.split()[-1]) if status.startswith("DELETE") else 0
+
+
+async def _lock_total(conn: Any) -> None:
+    """Every transaction that changes entries locks the total's row first: instances change them one
+    at a time, their totals add up, and no two wait on each other's locks in opposite orders."""
+    await conn.execute("SELECT bytes FROM cache_total WHERE id = 0 FOR UPDATE")
+
+
+async def _delete(conn: Any, where: str, *args: Any) -> None:
+    """Delete entries, taking their sizes off the total (in the caller's transaction)."""
+    await conn.execute(
+        f"WITH gone AS (DELETE FROM cache_entries WHERE {where} RETURNING size)"
+        " UPDATE cache_total SET bytes = bytes - (SELECT COALESCE(SUM(size), 0) FROM gone) WHERE id = 0",
+        *args,
+    )
 
 
 class PostgresCache:
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
 
-    async def get(self, entry_key: str, now: float) -> CacheEntry | None:
-        pool: Any = self.store.pool
-        row = await pool.fetchrow(f"SELECT {COLUMNS} FROM cache_entries WHERE entry_key = $1", entry_key)
+    async def get(self, entry_key: str, now: float, *, events: bool = True) -> CacheEntry | None:
+        # the row and its last use in one statement (the old values come back: `expires_at` decides)
+        row = await self.store.pool.fetchrow(GET_SQL if events else GET_META_SQL, entry_key, now)
         if row is None:
             return None
         if float(row[5]) <= now:
-            await pool.execute("DELETE FROM cache_entries WHERE entry_key = $1 AND expires_at <= $2", entry_key, now)
+            async with self.store.pool.acquire() as conn, conn.transaction():
+                await _lock_total(conn)
+                await _delete(conn, "entry_key = $1 AND expires_at <= $2", entry_key, now)
             return None
         return entry_from_row(row)
 
-    async def put(self, entry: CacheEntry) -> None:
-        sql = (
-            f"INSERT INTO cache_entries ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-            " ON CONFLICT (entry_key) DO UPDATE SET key_id = excluded.key_id, model = excluded.model,"
-            " door = excluded.door, created_at = excluded.created_at, expires_at = excluded.expires_at,"
-            " generation_id = excluded.generation_id, usage = excluded.usage, cost = excluded.cost,"
-            " events = excluded.events"
-        )
-        await self.store.pool.execute(sql, *entry_params(entry))
+    async def put(self, entry: CacheEntry, max_total_bytes: int) -> int:
+        size = len(entry.events)
+        async with self.store.pool.acquire() as conn, conn.transaction():
+            await _lock_total(conn)
+            await _delete(conn, "entry_key = $1", entry.entry_key)
+            await conn.execute(PUT_SQL, *entry_params(entry), entry.created_at, size)
+            total = await conn.fetchval("UPDATE cache_total SET bytes = bytes + $1 WHERE id = 0 RETURNING bytes", size)
+            if total <= max_total_bytes:
+                return 0
+            oldest = await conn.fetch(LRU_SQL)
+            gone = over_ceiling(int(total), max_total_bytes, ((r[0], r[1]) for r in oldest))
+            if gone:
+                await _delete(conn, "entry_key = ANY($1::text[])", gone)
+            return len(gone)
 
     async def purge(self, *, model: str | None = None, key_id: str | None = None) -> int:
         where, values = purge_where(model, key_id, "$")
-        return _deleted(await self.store.pool.execute("DELETE FROM cache_entries" + where, *values))
+        async with self.store.pool.acquire() as conn, conn.transaction():
+            await _lock_total(conn)
+            gone = _deleted(await conn.execute("DELETE FROM cache_entries" + where, *values))
+            await conn.execute(RECOUNT_SQL)
+        return gone
 
     async def prune(self, now: float) -> int:
-        return _deleted(await self.store.pool.execute("DELETE FROM cache_entries WHERE expires_at <= $1", now))
+        async with self.store.pool.acquire() as conn, conn.transaction():
+            await _lock_total(conn)
+            gone = _deleted(await conn.execute("DELETE FROM cache_entries WHERE expires_at <= $1", now))
+            await conn.execute(RECOUNT_SQL)
+        return gone
 
     async def count(self, model: str, key_id: str, counts: CacheCounts, now: float) -> None:
         c = counts

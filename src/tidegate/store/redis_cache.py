@@ -1,6 +1,9 @@
 """The response cache on Redis (store/cache.py): an entry is a hash that expires with its TTL, found
 for a purge through sets per model and per key (members whose entry expired are dropped as a purge or
-the prune path meets them); the counters are a hash per hour, kept 31 days."""
+the prune path meets them); the counters are a hash per hour, kept 31 days. The ceiling: a sorted
+set of last uses (`lru`), each entry's size (`sizes`) and their total, moved by the scripts that
+write and drop an entry; an entry Redis expired keeps its size counted until the prune or an
+eviction meets it."""
 
 from __future__ import annotations
 
@@ -16,9 +19,74 @@ _FIELDS = ("hits", "misses", "bypasses", "bytes", "saved_cost")
 _SEP = "\x1f"
 
 
+# the entry written, then the least recently used popped off `lru` until the total fits (an entry
+# that already expired is popped like any: its size still counted)
+PUT = """
+local member, size = ARGV[1], tonumber(ARGV[2])
+local old = redis.call('HGET', KEYS[3], member)
+if old then redis.call('DECRBY', KEYS[4], old) end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], unpack(ARGV, 8))
+redis.call('PEXPIREAT', KEYS[1], ARGV[4])
+redis.call('SADD', KEYS[5], member)
+redis.call('SADD', KEYS[6], member)
+redis.call('SADD', KEYS[7], member)
+redis.call('ZADD', KEYS[2], ARGV[3], member)
+redis.call('HSET', KEYS[3], member, size)
+local total = redis.call('INCRBY', KEYS[4], size)
+local evicted = 0
+while total > tonumber(ARGV[5]) do
+  local popped = redis.call('ZPOPMIN', KEYS[2])
+  if #popped == 0 then break end
+  local victim = popped[1]
+  local vsize = redis.call('HGET', KEYS[3], victim)
+  redis.call('HDEL', KEYS[3], victim)
+  if vsize then total = redis.call('DECRBY', KEYS[4], vsize) end
+  local vkey = ARGV[6] .. victim
+  local mk = redis.call('HMGET', vkey, 'model', 'key_id')
+  evicted = evicted + redis.call('DEL', vkey)
+  redis.call('SREM', KEYS[5], victim)
+  if mk[1] then
+    redis.call('SREM', ARGV[7] .. 'm:' .. mk[1], victim)
+    redis.call('SREM', ARGV[7] .. 'k:' .. mk[2], victim)
+  end
+end
+return evicted
+"""
+# one entry gone (ARGV[3] "0": only if Redis expired it already), its size off the total
+DROP = """
+local mk = redis.call('HMGET', KEYS[1], 'model', 'key_id')
+if ARGV[3] == '0' and mk[1] then return 0 end
+local deleted = redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[5], ARGV[1])
+if mk[1] then
+  redis.call('SREM', ARGV[2] .. 'm:' .. mk[1], ARGV[1])
+  redis.call('SREM', ARGV[2] .. 'k:' .. mk[2], ARGV[1])
+end
+redis.call('ZREM', KEYS[2], ARGV[1])
+local size = redis.call('HGET', KEYS[3], ARGV[1])
+if size then
+  redis.call('HDEL', KEYS[3], ARGV[1])
+  redis.call('DECRBY', KEYS[4], size)
+end
+return deleted
+"""
+_META = ("key_id", "model", "door", "created_at", "expires_at", "generation_id", "usage", "cost")
+
+
 class RedisCache:
     def __init__(self, store: RedisStore) -> None:
         self.store = store
+        self._scripts: dict[str, Any] = {}
+
+    def _script(self, name: str) -> Any:
+        if name not in self._scripts:
+            self._scripts[name] = self._redis.register_script(PUT if name == "put" else DROP)
+        return self._scripts[name]
+
+    def _ledger(self) -> list[str]:
+        """The keys every write of an entry moves: last uses, sizes, the total, the set of all."""
+        return [self._k("lru"), self._k("sizes"), self._k("total"), self._k("all")]
 
     @property
     def _redis(self) -> Any:
@@ -28,14 +96,21 @@ class RedisCache:
     def _k(self, *parts: str) -> str:
         return self.store._k("cache", *parts)
 
-    async def get(self, entry_key: str, now: float) -> CacheEntry | None:
-        raw: dict[bytes, bytes] = await self._redis.hgetall(self._k("e", entry_key))
-        if not raw:
+    async def get(self, entry_key: str, now: float, *, events: bool = True) -> CacheEntry | None:
+        key = self._k("e", entry_key)
+        fields = (*_META, "events") if events else _META
+        async with self._redis.pipeline(transaction=False) as pipe:
+            pipe.hmget(key, fields)
+            pipe.zadd(self._k("lru"), {entry_key: now}, xx=True)  # its last use (only if it is there)
+            pipe.hget(self._k("sizes"), entry_key)
+            values, _, size = await pipe.execute()
+        if values[0] is None:
             return None
-        f = {k.decode(): v for k, v in raw.items()}
+        f = dict(zip(fields, values, strict=True))
         if float(f["expires_at"]) <= now:  # its TTL is the same instant: only a clock skew sees this
-            await self._redis.delete(self._k("e", entry_key))
+            await self._drop_one(entry_key, delete=True)
             return None
+        data = f["events"] if events else b""
         return CacheEntry(
             entry_key=entry_key,
             key_id=f["key_id"].decode(),
@@ -46,11 +121,11 @@ class RedisCache:
             generation_id=f["generation_id"].decode(),
             usage=orjson.loads(f["usage"]),
             cost=float(f["cost"]),
-            events=f["events"],
+            events=data,
+            size=len(data) if events else int(size or 0),
         )
 
-    async def put(self, entry: CacheEntry) -> None:
-        key = self._k("e", entry.entry_key)
+    async def put(self, entry: CacheEntry, max_total_bytes: int) -> int:
         mapping: dict[str, Any] = {
             "key_id": entry.key_id,
             "model": entry.model,
@@ -62,14 +137,22 @@ class RedisCache:
             "cost": repr(entry.cost),
             "events": entry.events,
         }
-        async with self._redis.pipeline(transaction=True) as pipe:
-            pipe.delete(key)
-            pipe.hset(key, mapping=mapping)
-            pipe.pexpireat(key, int(entry.expires_at * 1000))
-            pipe.sadd(self._k("all"), entry.entry_key)
-            pipe.sadd(self._k("m", entry.model), entry.entry_key)
-            pipe.sadd(self._k("k", entry.key_id), entry.entry_key)
-            await pipe.execute()
+        lru, sizes, total, every = self._ledger()
+        keys = [self._k("e", entry.entry_key), lru, sizes, total, every]
+        keys += [self._k("m", entry.model), self._k("k", entry.key_id)]
+        args: list[Any] = [
+            entry.entry_key,
+            len(entry.events),
+            repr(entry.created_at),
+            int(entry.expires_at * 1000),
+            max_total_bytes,
+            self._k("e", ""),
+            self._k(""),
+        ]
+        for name, value in mapping.items():
+            args += [name, value]
+        evicted = await self._script("put")(keys=keys, args=args)
+        return int(evicted)
 
     async def purge(self, *, model: str | None = None, key_id: str | None = None) -> int:
         r = self._redis
@@ -80,21 +163,15 @@ class RedisCache:
 
     async def _drop(self, members: set[bytes], delete: bool) -> int:
         """Delete (or, `delete` False, only forget the expired of) these entries and their set members."""
-        r, gone = self._redis, 0
+        gone = 0
         for entry_key in [m.decode() for m in members]:
-            key = self._k("e", entry_key)
-            model, key_id = await r.hmget(key, ["model", "key_id"])
-            if not delete and model is not None:
-                continue
-            async with r.pipeline(transaction=True) as pipe:
-                pipe.delete(key)
-                pipe.srem(self._k("all"), entry_key)
-                if model is not None:
-                    pipe.srem(self._k("m", model.decode()), entry_key)
-                    pipe.srem(self._k("k", key_id.decode()), entry_key)
-                deleted, *_ = await pipe.execute()
-            gone += int(deleted)
+            gone += await self._drop_one(entry_key, delete)
         return gone
+
+    async def _drop_one(self, entry_key: str, delete: bool) -> int:
+        keys = [self._k("e", entry_key), *self._ledger()]
+        deleted = await self._script("drop")(keys=keys, args=[entry_key, self._k(""), "1" if delete else "0"])
+        return int(deleted)
 
     async def prune(self, now: float) -> int:
         """Redis expired the entries itself: what is left is the index members that point nowhere

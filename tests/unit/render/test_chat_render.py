@@ -59,3 +59,11 @@ def test_every_event_renders_as_at_most_one_frame(passthrough: bool) -> None:
         assert out.endswith(b"\n\n") and out.count(b"\n\n") == 1, out
     ids = [int(out[4 : out.index(b"\n")]) for out in frames]
     assert ids == list(range(len(frames)))  # one SSE id per frame: the frame log's index
+
+
+def test_a_finish_reason_the_upstream_did_not_say_is_not_shown() -> None:
+    # a cache hit of an answer whose upstream ended with [DONE] alone (providers/openai.py)
+    renderer = ChatStreamRenderer(generation_id="g", public_model="m", created=1, include_usage=False)
+    assert renderer.render(TextDelta("a"))
+    assert renderer.render(Finished("stop", said=False)) == b""
+    assert b'"finish_reason":"stop"' in renderer.render(Finished("stop"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 from ....commit import Committed
@@ -24,6 +25,7 @@ class _ResponsesStream:
     def __init__(self, gen: Generation, parsed: ResponsesRequest) -> None:
         self.gen = gen
         self.passthrough = parsed.passthrough
+        self.bind = parsed.bind
         self.renderer = ResponsesStreamRenderer(
             generation_id=gen.id,
             public_model=gen.request.model,
@@ -51,6 +53,24 @@ class _ResponsesStream:
     def fail(self, failure: Failed) -> bytes:
         return self.renderer.fail(failure, self.gen.recorder.final_usage() if self.gen.recorder.produced else None)
 
+    def settle(self) -> Awaitable[None] | None:
+        """A passed-through answer's ids bound to the key before its terminal event goes out."""
+        final = self.renderer.upstream_final
+        return self.bind(final) if final is not None and self.bind is not None else None
+
+
+class _ResponsesJson(BuiltJson):
+    __slots__ = ("bind",)
+
+    def __init__(self, gen: Generation, builder: ResponseBuilder, parsed: ResponsesRequest) -> None:
+        super().__init__(gen, builder)
+        self.bind = parsed.bind
+
+    def settle(self) -> Awaitable[None] | None:
+        """As the stream's: the upstream's final `response`, when a Responses API route served."""
+        upstream = self.builder.upstream  # type: ignore[attr-defined]
+        return self.bind(upstream) if upstream is not None and self.bind is not None else None
+
 
 def _responses_json(gen: Generation, parsed: ResponsesRequest) -> BuiltJson:
     builder = ResponseBuilder(
@@ -61,7 +81,7 @@ def _responses_json(gen: Generation, parsed: ResponsesRequest) -> BuiltJson:
         tools=parsed.tool_refs,
         summarize=parsed.summarize,
     )
-    return BuiltJson(gen, builder)
+    return _ResponsesJson(gen, builder, parsed)
 
 
 def _mcp_answer(gen: Generation, parsed: ResponsesRequest, result: LoopResult) -> dict[str, Any]:

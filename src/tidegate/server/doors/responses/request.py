@@ -12,6 +12,7 @@ fields.py.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,8 @@ class ResponsesRequest:
     text: dict[str, Any] | None = None
     # the providers that speak the Responses API (`responses = true`): their events pass through
     passthrough: frozenset[str] = frozenset()
+    # binds the ids a passed-through answer hands out to the request's key (owners.py)
+    bind: Callable[[dict[str, Any] | None], Awaitable[None]] | None = None
 
     def echo(self) -> dict[str, Any]:
         """The request parameters every `response` object repeats."""

@@ -15,6 +15,7 @@ from ...buffered import serve_mcp
 from ...door import DoorSpec, serve_generation
 from ...http import Request
 from ...state import AppState
+from .owners import bind, check_owner
 from .request import ResponsesRequest
 
 
@@ -36,12 +37,15 @@ async def serve_responses_door(
     body = await req.json(state.config.server.max_body_bytes)
     rest, specs = split_tools(body)
     parsed = parse(rest)
+    await check_owner(state, key, rest)  # another key's conversation: a 404 before any upstream
     extras = parsed.request.responses
     model = state.config.models.get(parsed.request.model)
     if extras is not None and model is not None:  # the model's word on hosted tools (docs/agents.md)
         extras.drop_hosted = model.drop_hosted_tools
     providers = state.config.providers
     parsed.passthrough = frozenset(name for name, p in providers.items() if p.kind in RESPONSES_KINDS and p.responses)
+    if parsed.passthrough:
+        parsed.bind = lambda response: bind(state, key, response)
     if specs:
         parsed.tools = [*parsed.tools, *(s.echo() for s in specs)]
         await serve_mcp(
