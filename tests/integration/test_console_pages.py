@@ -1,8 +1,8 @@
-"""The console's pages in headless Chromium (issue 54; docs/console.md), driven by Playwright with
+"""The console's pages in headless Chromium (docs/console.md), driven by Playwright with
 Debian's `chromium`, against a real `tidegate serve` and the OpenAI emulator: the issue's done-when
 flow, keyboard navigation, every page at 1280x800 and at a 390 px phone width within the page's CSP,
-the overview's charts, the logs' filters and pages. The screenshots docs/console.md shows are
-written into docs/ here."""
+the overview's charts, the logs' filters and pages. The screenshots docs/console.md shows are taken
+here, into the `shots` directory (docs/ under `make screenshots`, a temporary one otherwise)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from test_console import _chromium
 from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from helpers import MASTER_KEY, ServerProcess, sqlite_url, start_server
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 MASTER = {"Authorization": f"Bearer {MASTER_KEY}"}
 # every CSP violation and script error the page meets is kept where the test can read it
 WATCH = """
@@ -101,8 +100,8 @@ def browser() -> Iterator[Browser]:
         chromium.close()
 
 
-def _shot(page: Page, name: str) -> None:
-    page.screenshot(path=str(DOCS / f"console-{name}.png"), full_page=True)
+def _shot(shots: Path, page: Page, name: str) -> None:
+    page.screenshot(path=str(shots / f"console-{name}.png"), full_page=True)
 
 
 def _until(page: Page, condition: str, timeout_s: float = 8.0) -> None:
@@ -122,7 +121,7 @@ def _chart_last(page: Page, chart: str, series: int = 1) -> Any:
 
 
 def test_a_new_key_streams_spends_fails_over_and_is_revoked(
-    gateway: tuple[ServerProcess, str], browser: Browser
+    gateway: tuple[ServerProcess, str], browser: Browser, shots: Path
 ) -> None:
     """The issue's done-when, all in the browser: a new user creates a key with a budget, watches its
     spend climb in a chart while streaming through the playground with that key, sees a failing route
@@ -145,7 +144,7 @@ def test_a_new_key_streams_spends_fails_over_and_is_revoked(
     page.click("#copy-secret")
     expect(page.locator("#copied")).to_have_text("copied")
     assert page.evaluate("navigator.clipboard.readText()") == secret  # the copy button copied the secret
-    _shot(page, "key-created")
+    _shot(shots, page, "key-created")
     page.click("#secret-box a")
     expect(page.locator("main h2")).to_have_text("Key team-lead")
     expect(page.locator('#key-facts dd[data-fact="budget"]')).to_have_text("$5.00")
@@ -175,7 +174,7 @@ def test_a_new_key_streams_spends_fails_over_and_is_revoked(
     # far below its budget: the budget is named, not drawn (its line would flatten the climb)
     expect(page.locator("#chart-spend figcaption")).to_have_text("Spend over the last hour (budget $5.00)")
     assert page.evaluate("document.querySelector('#chart-spend').uplot.data.length") == 2
-    _shot(page, "key")
+    _shot(shots, page, "key")
 
     # a model whose first route fails: the stream falls back and completes; the route turns red
     for _ in range(2):
@@ -198,7 +197,7 @@ def test_a_new_key_streams_spends_fails_over_and_is_revoked(
     )
     expect(page.locator('tr[data-route="emu/text"]').first).to_have_attribute("data-health", "ok")
     expect(failing).to_contain_text("The server had an error")  # its last failure's upstream error
-    _shot(page, "routes")
+    _shot(shots, page, "routes")
 
     # revoked after a confirmation; the key's next stream is refused
     console.go(f"/keys/{key_id}")
@@ -291,7 +290,7 @@ PAGES = [
 
 @pytest.mark.parametrize("width", [1280, 390])
 def test_every_page_fits_and_stays_within_the_csp(
-    gateway: tuple[ServerProcess, str], browser: Browser, width: int
+    gateway: tuple[ServerProcess, str], browser: Browser, width: int, shots: Path
 ) -> None:
     server, ops = gateway
     console = Console(browser, server, ops, width)
@@ -304,7 +303,7 @@ def test_every_page_fits_and_stays_within_the_csp(
         if name in (
             ("overview", "logs", "cache", "audit") if width == 1280 else ("overview", "keys", "routes-page", "logs")
         ):
-            _shot(page, name if width == 1280 else f"{name.removesuffix('-page')}-phone")
+            _shot(shots, page, name if width == 1280 else f"{name.removesuffix('-page')}-phone")
         assert page.evaluate("document.documentElement.scrollWidth") <= width, where
     assert console.problems() == []
 
@@ -339,7 +338,7 @@ def test_the_overview_draws_real_charts_with_hover_values(gateway: tuple[ServerP
     assert console.problems() == []
 
 
-def test_the_logs_filter_and_page(gateway: tuple[ServerProcess, str], browser: Browser) -> None:
+def test_the_logs_filter_and_page(gateway: tuple[ServerProcess, str], browser: Browser, shots: Path) -> None:
     server, ops = gateway
     console = Console(browser, server, ops)
     page = console.go("/logs")
@@ -383,7 +382,7 @@ def test_the_logs_filter_and_page(gateway: tuple[ServerProcess, str], browser: B
         expect(page.locator("#no-bodies")).to_be_visible()
     else:
         expect(page.locator("#request-body, #no-bodies")).to_have_count(0)
-    _shot(page, "generation")
+    _shot(shots, page, "generation")
     assert console.problems() == []
 
 
