@@ -139,6 +139,28 @@ def test_every_answer_says_nosniff(gateway: tuple[ServerProcess, dict[str, str]]
     assert [r.headers.get("x-content-type-options") for r in answers] == ["nosniff"] * len(answers)
 
 
+def test_head_answers_like_get_on_the_root_and_the_console(gateway: tuple[ServerProcess, dict[str, str]]) -> None:
+    """A probe's `HEAD /` (Claude Code sends one) follows the redirect to the console and finds it: HEAD
+    answers each of these with GET's status and head, and no body; the icon a browser asks every page
+    for is there too."""
+    server, _ = gateway
+    with httpx.Client(base_url=server.base_url) as client:
+        for path in ("/", "/ui", "/ui/", "/ui/app.js", "/ui/app.css", "/ui/favicon.svg", "/favicon.ico"):
+            got, head = client.get(path), client.head(path)
+            assert head.status_code == got.status_code, path
+            for name in ("content-type", "content-length", "location", "content-security-policy"):
+                assert head.headers.get(name) == got.headers.get(name), (path, name)
+            assert head.content == b"", path
+        probe = client.head("/", follow_redirects=True)
+        assert probe.status_code == 200 and probe.url.path == "/ui/"
+        icon = client.get("/favicon.ico")
+        assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
+        assert icon.content.startswith(b"<svg") and icon.content == client.get("/ui/favicon.svg").content
+        assert client.head("/ui/nothing-here").status_code == 404
+        refused = client.post("/ui/app.js")
+        assert refused.status_code == 405 and refused.json()["error"]["message"] == "use GET /ui/app.js"
+
+
 def _shot(page: Page, out: Path, name: str) -> None:
     page.screenshot(path=str(out / f"console-{name}.png"), full_page=True)
 

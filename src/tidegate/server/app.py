@@ -206,7 +206,7 @@ class TidegateApp:
                 await self._authenticate(req)
             await ops.metrics_endpoint(req, self.state)
             return
-        if path == "/" or path == "/ui" or path.startswith("/ui/"):
+        if path == "/" or path == "/ui" or path.startswith("/ui/") or path == "/favicon.ico":
             await console.serve(req, self.state)
             return
         if path == "/v1/models":

@@ -40,9 +40,13 @@ STATIC = {
     "index.html": "text/html; charset=utf-8",
     "app.css": "text/css",
     **{f"{name}.js": "text/javascript" for name in _MODULES},
+    "favicon.svg": "image/svg+xml",
     "vendor/uPlot.iife.min.js": "text/javascript",
     "vendor/uPlot.min.css": "text/css",
 }
+# what answers like GET: a HEAD is a GET without the body (uvicorn drops it and keeps the length),
+# which is how probes such as Claude Code's `HEAD /` check that a gateway is there
+READS = ("GET", "HEAD")
 # the console's own files only: no inline script, no other origin
 CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'"
 FORWARDED_ALLOW = "TIDEGATE_FORWARDED_ALLOW_IPS"
@@ -150,9 +154,11 @@ async def _login(req: Request, state: AppState) -> None:
 
 
 async def serve(req: Request, state: AppState) -> None:
-    """`/` (a browser is sent to the console) and everything under `/ui`."""
+    """`/` (a browser is sent to the console), `/favicon.ico` and everything under `/ui`."""
     path = req.path
     if path == "/" or path == "/ui":
+        if req.method not in READS:
+            raise MethodNotAllowed(f"use GET {path}")
         await req.respond_bytes(302, b"", "text/plain", {"location": "/ui/"})
         return
     if path == "/ui/login":
@@ -172,9 +178,12 @@ async def serve(req: Request, state: AppState) -> None:
             raise MethodNotAllowed("use POST /ui/logout")
         await req.respond_json(200, {"logged_out": True}, {"set-cookie": _cookie(req, "", 0)})
         return
-    name = "index.html" if path == "/ui/" else path.removeprefix("/ui/")
-    if req.method != "GET" or name not in STATIC:
+    # a browser asks for /favicon.ico on its own for any page of the host, the API's included
+    name = "index.html" if path == "/ui/" else "favicon.svg" if path == "/favicon.ico" else path.removeprefix("/ui/")
+    if name not in STATIC:
         raise NotFound(f"no console page {path}")
+    if req.method not in READS:
+        raise MethodNotAllowed(f"use GET {path}")
     file = resources.files("tidegate.console").joinpath(name)
     if not file.is_file():  # vendor/ before `make install` copied it
         raise NotFound(f"no console file {path}: run `make install` (it copies the chart library)")
