@@ -291,6 +291,7 @@ class TidegateApp:
                     log.info("server shortcuts %s (server/runtime/shortcuts.py)", shortcuts.STATUS)
                     tracing.configure()
                     await self.state.store.open()
+                    await console.open_sessions(self.state)
                     await self.state.leases.start()  # a lease, and one sweep, before /readyz
                     self.drain.install()
                     self.state.gateway.router.warm()

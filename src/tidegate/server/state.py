@@ -24,4 +24,5 @@ class AppState:
     console: ConsoleStore  # what the web console reads at scale (store/console.py)
     cache: ResponseCache | None = None  # the response cache, made at its first use (server/door.py)
     ready: bool = False
+    console_secret: bytes = b""  # signs console sessions; read from the store at startup (admin/console.py)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)
