@@ -38,6 +38,7 @@ install: $(STAMP) $(VENDOR)/.installed $(AGENTS)/node_modules/.package-lock.json
 
 # exec: the gateway is make's own child (no shell between them, whatever ARGS holds), so a signal
 # make passes on reaches it, and make reports the gateway's exit status: 0 after a clean stop
+# The CLI it installs is .venv/bin/tidegate (not on the PATH; README.md).
 serve: $(STAMP) $(VENDOR)/.installed
 	exec $(BIN)/tidegate serve $(ARGS)
 
