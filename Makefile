@@ -37,7 +37,9 @@ $(VENDOR)/.installed: package-lock.json
 install: $(STAMP) $(VENDOR)/.installed $(AGENTS)/node_modules/.package-lock.json
 
 # exec: the gateway is make's own child (no shell between them, whatever ARGS holds), so a signal
-# make passes on reaches it, and make reports the gateway's exit status: 0 after a clean stop
+# make passes on reaches it, and make reports the gateway's exit status: 0 after a clean stop. On a
+# terminal the gateway takes the foreground from make (cli/terminal.py): Ctrl-C reaches it alone,
+# where make would otherwise die of the same SIGINT (130) whatever the gateway's exit.
 # The CLI it installs is .venv/bin/tidegate (not on the PATH; README.md).
 serve: $(STAMP) $(VENDOR)/.installed
 	exec $(BIN)/tidegate serve $(ARGS)

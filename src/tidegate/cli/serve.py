@@ -21,6 +21,7 @@ from ..keys import make_key
 from ..server.runtime.workers import claim_port, reuse_port_supported
 from ..store.facets import console_of
 from ..store.open import open_store
+from . import terminal
 from .common import cli_command, load_or_fail
 
 
@@ -96,6 +97,7 @@ def _stop_cleanly(signum: int, frame: FrameType | None) -> None:
     cancelling of what is left (client tasks of the store, say) can wait forever."""
     sys.stdout.flush()
     sys.stderr.flush()
+    terminal.give_back()
     os._exit(0)
 
 
@@ -114,6 +116,7 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
     # (exit status -15: `make: *** [serve] Terminated`)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _stop_cleanly)
+    terminal.take_foreground_from_make()  # Ctrl-C to the gateway alone: make then reports its exit 0
     config = load_or_fail(config_path)  # the one load and check: workers are handed its file (run_server)
     host = host or config.server.host
     port = config.server.port if port is None else port
