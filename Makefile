@@ -8,7 +8,7 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=
 export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
 STAMP  := $(VENV)/.installed
 
-.PHONY: serve test lint typecheck unit bench clean install
+.PHONY: serve test lint typecheck unit bench clean install screenshots
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +37,10 @@ $(VENDOR)/.installed: package-lock.json
 install: $(STAMP) $(VENDOR)/.installed $(AGENTS)/node_modules/.package-lock.json
 
 # exec: the gateway is make's own child (no shell between them, whatever ARGS holds), so a signal
-# make passes on reaches it, and make reports the gateway's exit status: 0 after a clean stop
+# make passes on reaches it, and make reports the gateway's exit status: 0 after a clean stop. On a
+# terminal the gateway takes the foreground from make (cli/terminal.py): Ctrl-C reaches it alone,
+# where make would otherwise die of the same SIGINT (130) whatever the gateway's exit.
+# The CLI it installs is .venv/bin/tidegate (not on the PATH; README.md).
 serve: $(STAMP) $(VENDOR)/.installed
 	exec $(BIN)/tidegate serve $(ARGS)
 
@@ -53,6 +56,12 @@ SHORTCUTS_OFF_TESTS := tests/integration/test_stream_faults.py tests/integration
 test: $(STAMP) $(VENDOR)/.installed $(AGENTS)/node_modules/.package-lock.json lint
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 	TIDEGATE_TEST_SHORTCUTS=off $(BIN)/python -m pytest -q -p no:cacheprovider $(SHORTCUTS_OFF_TESTS)
+
+# the console's screenshots docs/console.md shows: the console tests, writing into docs/ (any other
+# run writes them to a temporary directory: tests never change a tracked file)
+screenshots: $(STAMP) $(VENDOR)/.installed
+	TIDEGATE_SCREENSHOTS=$(CURDIR)/docs $(BIN)/python -m pytest -q -p no:cacheprovider \
+		tests/integration/test_console.py tests/integration/test_console_pages.py
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

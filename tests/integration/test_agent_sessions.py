@@ -44,6 +44,8 @@ routes = [{{ provider = "emu", model = "text" }}]
 pricing = {{ prompt = 1.0, completion = 2.0 }}
 [models."other-emu"]
 routes = [{{ provider = "emu", model = "text" }}]
+[models."down-emu"]
+routes = [{{ provider = "emu", model = "http-500" }}]
 """
         gateway = start_server(tmp, config)
         yield gateway
@@ -164,7 +166,7 @@ def test_sessions_lists_each_session_and_a_key_sees_its_own(server: ServerProces
     assert listed.json()["object"] == "list" and set(data) == {"listed-1", "own-user"}
     s = data["listed-1"]
     assert s["agent"] == "codex" and s["requests"] == 3 and s["models"] == ["chat-emu", "other-emu"]
-    assert s["input_tokens"] > 0 and s["output_tokens"] > 0 and s["cost"] > 0
+    assert s["input_tokens"] > 0 and s["output_tokens"] > 0 and s["cost"] > 0 and s["failed"] == 0
     assert since <= s["first_at"] <= s["last_at"] <= time.time()
     assert list(data) == ["own-user", "listed-1"]  # the most recently active first
 
@@ -177,3 +179,23 @@ def test_sessions_lists_each_session_and_a_key_sees_its_own(server: ServerProces
     for bad in ("since=yesterday", "limit=0", "limit=201", "since=-1"):
         r = httpx.get(f"{server.base_url}/api/v1/sessions?{bad}", headers=server.headers)
         assert r.status_code == 400 and r.json()["error"]["code"], r.text
+
+
+def test_a_sessions_failed_requests_are_counted(server: ServerProcess) -> None:
+    """A session whose requests failed before any token is not a quiet 0-token session: `failed`
+    counts them (the console marks the session failed)."""
+    since = time.time()
+    body = {"model": "down-emu", "messages": HI, "prompt_cache_key": "failing-1"}
+    for _ in range(2):
+        r = httpx.post(server.base_url + "/v1/chat/completions", json=body, headers=server.headers, timeout=30)
+        assert r.status_code >= 500, r.text
+    post(server, "/v1/chat/completions", {"model": "chat-emu", "messages": HI, "prompt_cache_key": "mixed-1"})
+    r = httpx.post(
+        server.base_url + "/v1/chat/completions", json={**body, "prompt_cache_key": "mixed-1"}, headers=server.headers
+    )
+    assert r.status_code >= 500, r.text
+    listed = httpx.get(f"{server.base_url}/api/v1/sessions?since={since}", headers=server.headers)
+    data = {s["session"]: s for s in listed.json()["data"]}
+    failing, mixed = data["failing-1"], data["mixed-1"]
+    assert failing["requests"] == 2 and failing["failed"] == 2 and failing["output_tokens"] == 0, failing
+    assert mixed["requests"] == 2 and mixed["failed"] == 1 and mixed["output_tokens"] > 0, mixed

@@ -9,7 +9,8 @@ dim), so the tests judge what the user would see:
 - reasoning is rendered apart: dimmed, on its own line before the answer, still on screen at the end
   (keep-alives arrive between reasoning deltas, so the keep-alive spinner must not erase it);
 - Ctrl-C cancels the generation upstream: the emulator sees its connection close within 1 s, the CLI
-  exits 1 saying the answer is incomplete, and the record is `cancelled`.
+  exits 1 saying the answer is incomplete, and the record is `cancelled`;
+- `make serve` on a terminal stops on Ctrl-C and make itself exits 0 (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -29,11 +30,17 @@ import termios
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import httpx
 import pytest
 
 from conformance.stack import Stack, marker, route, running_stack
 from emulators.anthropic_upstream import SLOW_ANSWER, SLOW_THINKING
+from emulators.openai_upstream import tidegate_toml
+from helpers import MASTER_KEY, free_port, sqlite_url
+
+REPO = Path(__file__).resolve().parents[2]
 
 KEEPALIVE = 0.1  # shorter than the emulator's pauses between deltas: keep-alives land mid-reasoning
 CSI = re.compile(r"\x1b\[([0-9;?<>=]*)([@-~])")
@@ -109,9 +116,10 @@ def _default_sigint() -> None:
 
 
 class PtyCli:
-    """`python -m tidegate ARGS` with stdin/stdout/stderr on a new pty that is its controlling terminal."""
+    """`python -m tidegate ARGS` (or `program`) with stdin/stdout/stderr on a new pty that is its
+    controlling terminal."""
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], program: list[str] | None = None) -> None:
         setsid = shutil.which("setsid")
         assert setsid is not None, "util-linux `setsid` is needed to give the CLI a controlling terminal"
         master, slave = pty.openpty()
@@ -119,7 +127,7 @@ class PtyCli:
         # `setsid --ctty`: a new session whose controlling terminal is the pty on stdin (no fork: the
         # child of Popen is not a process group leader), then exec the CLI
         self.proc = subprocess.Popen(
-            [setsid, "--ctty", sys.executable, "-m", "tidegate", *args],
+            [setsid, "--ctty", *(program or [sys.executable, "-m", "tidegate"]), *args],
             stdin=slave,
             stdout=slave,
             stderr=slave,
@@ -302,3 +310,40 @@ def test_ctrl_c_cancels_the_generation_upstream(stack: Stack) -> None:
     rec = stack.record(gid, until="cancelled")
     assert rec["status"] == "cancelled", rec
     assert rec["output_text"].startswith("tick0 tick1 tick2 tick3 ")
+
+
+def test_make_serve_stops_on_ctrl_c_with_exit_0(tmp_path: Path) -> None:
+    """Ctrl-C on the terminal of `make serve`: the gateway stops, and make exits with its 0, not
+    killed by the same SIGINT (130, `make: *** [serve] Interrupt`): the gateway holds the terminal's
+    foreground alone (cli/terminal.py). The stamps are taken as made (`-o`): the test never installs."""
+    make = shutil.which("make")
+    assert make is not None, "make is needed: `make serve` is what it tests"
+    config = tmp_path / "tidegate.toml"
+    config.write_text(
+        tidegate_toml(
+            sqlite_url(tmp_path),
+            {"emu": {"kind": "openai", "base_url": "http://127.0.0.1:9"}},
+            {"m": [("emu", "text")]},
+        )
+    )
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TIDEGATE_", "MAKE", "MFLAGS"))}
+    env["TIDEGATE_MASTER_KEY"] = MASTER_KEY
+    program = [make, "-C", str(REPO), "-o", ".venv/.installed", "-o", "src/tidegate/console/vendor/.installed", "serve"]
+    run = PtyCli([f"ARGS=--config {config} --port {port}"], env, program)
+    try:
+        run.read_until(shows("tidegate: serving"), timeout=60)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        run.send(b"\x03")  # Ctrl-C, through the terminal's line discipline
+        code = run.read_to_end(timeout=30)
+    finally:
+        run.close()
+    text = plain(run.output)
+    assert code == 0, text
+    assert "Interrupt" not in text and "Error" not in text, text

@@ -1,7 +1,8 @@
-"""The web console at /ui (docs/api-edges.md §14, issue 39): its session's security over plain HTTP, and the
+"""The web console at /ui (docs/api-edges.md §14): its session's security over plain HTTP, and the
 pages in headless Chromium driven by Playwright (Debian's `chromium` as the browser; `.ci/run`
-installs it when missing). The screenshots docs/console.md shows are written into docs/ here and by
-test_console_pages.py."""
+installs it when missing). The screenshots docs/console.md shows are taken here and by
+test_console_pages.py, into the `shots` directory (docs/ under `make screenshots`, a temporary one
+otherwise)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from helpers import MASTER_KEY, ServerProcess, sqlite_url, start_server
 
 KEYS = "/api/v1/keys"
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def _chromium() -> str:
@@ -139,11 +139,33 @@ def test_every_answer_says_nosniff(gateway: tuple[ServerProcess, dict[str, str]]
     assert [r.headers.get("x-content-type-options") for r in answers] == ["nosniff"] * len(answers)
 
 
+def test_head_answers_like_get_on_the_root_and_the_console(gateway: tuple[ServerProcess, dict[str, str]]) -> None:
+    """A probe's `HEAD /` (Claude Code sends one) follows the redirect to the console and finds it: HEAD
+    answers each of these with GET's status and head, and no body; the icon a browser asks every page
+    for is there too."""
+    server, _ = gateway
+    with httpx.Client(base_url=server.base_url) as client:
+        for path in ("/", "/ui", "/ui/", "/ui/app.js", "/ui/app.css", "/ui/favicon.svg", "/favicon.ico"):
+            got, head = client.get(path), client.head(path)
+            assert head.status_code == got.status_code, path
+            for name in ("content-type", "content-length", "location", "content-security-policy"):
+                assert head.headers.get(name) == got.headers.get(name), (path, name)
+            assert head.content == b"", path
+        probe = client.head("/", follow_redirects=True)
+        assert probe.status_code == 200 and probe.url.path == "/ui/"
+        icon = client.get("/favicon.ico")
+        assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
+        assert icon.content.startswith(b"<svg") and icon.content == client.get("/ui/favicon.svg").content
+        assert client.head("/ui/nothing-here").status_code == 404
+        refused = client.post("/ui/app.js")
+        assert refused.status_code == 405 and refused.json()["error"]["message"] == "use GET /ui/app.js"
+
+
 def _shot(page: Page, out: Path, name: str) -> None:
     page.screenshot(path=str(out / f"console-{name}.png"), full_page=True)
 
 
-def test_the_console_in_chromium(gateway: tuple[ServerProcess, dict[str, str]], tmp_path: Path) -> None:
+def test_the_console_in_chromium(gateway: tuple[ServerProcess, dict[str, str]], tmp_path: Path, shots: Path) -> None:
     server, keys = gateway
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=_chromium(), headless=True, args=["--no-sandbox"])
@@ -178,8 +200,8 @@ def test_the_console_in_chromium(gateway: tuple[ServerProcess, dict[str, str]], 
         _shot(log, tmp_path, "log-running")
         expect(page.locator("#stream-state")).to_have_text("completed", timeout=10_000)
         expect(row).to_have_attribute("data-status", "completed", timeout=5_000)
-        _shot(page, DOCS, "playground")
-        _shot(log, DOCS, "log")
+        _shot(page, shots, "playground")
+        _shot(log, shots, "log")
 
         # its page replays it at the pace it streamed: "Hello", then 1.5 s of nothing, then the rest
         page.goto(server.base_url + f"/ui/#/gen/{gid}")
@@ -204,7 +226,7 @@ def test_the_console_in_chromium(gateway: tuple[ServerProcess, dict[str, str]], 
         expect(page.locator("#replay")).to_be_enabled()
         page.click("#replay")  # again, for the picture: in the silence
         expect(page.locator("#output")).to_have_text("Hello", timeout=3_000)
-        _shot(page, DOCS, "generation-replay")
+        _shot(page, shots, "generation-replay")
 
         # reasoning is shown apart from the answer
         body = {"model": "m/think", "messages": [{"role": "user", "content": "think"}], "stream": True}
@@ -214,7 +236,7 @@ def test_the_console_in_chromium(gateway: tuple[ServerProcess, dict[str, str]], 
         page.goto(server.base_url + f"/ui/#/gen/{r.headers['x-generation-id']}")
         expect(page.locator("#reasoning")).to_have_text("Let me think \u00fcber it.")
         expect(page.locator("#output")).to_have_text("42")
-        _shot(page, DOCS, "generation-reasoning")
+        _shot(page, shots, "generation-reasoning")
 
         # a stream that fails mid-way is shown incomplete, with its partial text, here and on its page
         page.goto(server.base_url + "/ui/#/playground")
@@ -226,7 +248,7 @@ def test_the_console_in_chromium(gateway: tuple[ServerProcess, dict[str, str]], 
         page.goto(server.base_url + f"/ui/#/gen/{broken}")
         expect(page.locator("#completeness")).to_contain_text("Incomplete (failed)")
         expect(page.locator("#output")).to_have_class("incomplete")
-        _shot(page, DOCS, "generation-failed")
+        _shot(page, shots, "generation-failed")
 
         # a router model is in the playground's list and streams like any chat model
         page.goto(server.base_url + "/ui/#/playground")
@@ -250,7 +272,7 @@ def test_the_console_in_chromium(gateway: tuple[ServerProcess, dict[str, str]], 
             expect(phone.locator("main h2")).to_be_visible()
             if where == "#/log":
                 expect(phone.locator("#log-rows tr").first).to_be_visible()
-                _shot(phone, DOCS, "log-phone")
+                _shot(phone, shots, "log-phone")
             assert phone.evaluate("document.documentElement.scrollWidth") <= 375, where
         phone.goto(server.base_url + "/ui/#/log")
         expect(phone.locator("#log-rows tr").first).to_be_visible()

@@ -1,8 +1,8 @@
-"""The console's pages in headless Chromium (issue 54; docs/console.md), driven by Playwright with
-Debian's `chromium`, against a real `tidegate serve` and the OpenAI emulator: the issue's done-when
+"""The console's pages in headless Chromium (docs/console.md), driven by Playwright with
+Debian's `chromium`, against a real `tidegate serve` and the OpenAI emulator: a new user's whole
 flow, keyboard navigation, every page at 1280x800 and at a 390 px phone width within the page's CSP,
-the overview's charts, the logs' filters and pages. The screenshots docs/console.md shows are
-written into docs/ here."""
+the overview's charts, the logs' filters and pages. The screenshots docs/console.md shows are taken
+here, into the `shots` directory (docs/ under `make screenshots`, a temporary one otherwise)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from test_console import _chromium
 from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from helpers import MASTER_KEY, ServerProcess, sqlite_url, start_server
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 MASTER = {"Authorization": f"Bearer {MASTER_KEY}"}
 # every CSP violation and script error the page meets is kept where the test can read it
 WATCH = """
@@ -41,6 +40,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPr
                 "m/flaky": [("emu", "http-500"), ("emu", "text")],  # the first route fails before the first byte
                 "m/think": [("emu", "reasoning_content")],
                 "m/broken": [("emu", "error-mid")],
+                "m/down": [("emu", "http-503")],  # fails before any token
+                "m/late": [("emu", "late-text:1.1")],  # a time to first token over a second
             },
             {"breaker_failures": 2},
         )
@@ -49,8 +50,11 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPr
         r = httpx.post(server.base_url + "/api/v1/keys", json={"name": "ops", "admin": True}, headers=MASTER)
         assert r.status_code == 201, r.text
         ops = {"Authorization": f"Bearer {r.json()['key']}"}
-        for model in ("m/hello", "m/think", "m/broken", "m/hello", "m/think"):
+        for model in ("m/hello", "m/think", "m/broken", "m/hello", "m/think", "m/late"):
             _stream(server, model, ops)
+        # agent sessions: one whose every request failed with no token, one that went well
+        for model, session in (("m/down", "sess-down"), ("m/down", "sess-down"), ("m/hello", "sess-ok")):
+            _stream(server, model, ops, {"prompt_cache_key": session})
         try:
             yield server, r.json()["key"]
         finally:
@@ -58,8 +62,10 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerPr
             assert MASTER_KEY not in server.log()
 
 
-def _stream(server: ServerProcess, model: str, headers: dict[str, str]) -> httpx.Response:
-    body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "stream": True}
+def _stream(
+    server: ServerProcess, model: str, headers: dict[str, str], extra: dict[str, str] | None = None
+) -> httpx.Response:
+    body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "stream": True, **(extra or {})}
     return httpx.post(server.base_url + "/v1/chat/completions", json=body, headers=headers, timeout=30)
 
 
@@ -69,6 +75,7 @@ class Console:
     def __init__(self, browser: Browser, server: ServerProcess, secret: str, width: int = 1280) -> None:
         self.base = server.base_url
         self.errors: list[str] = []
+        self.missing: list[str] = []  # what the browser asked for outside the APIs and got 404 for
         self.context: BrowserContext = browser.new_context(viewport={"width": width, "height": 800})
         self.context.add_init_script(WATCH)
         self.page = self.open()
@@ -80,6 +87,7 @@ class Console:
     def open(self) -> Page:
         page = self.context.new_page()
         page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        page.on("response", lambda r: self.missing.append(r.url) if r.status == 404 and "/api/" not in r.url else None)
         return page
 
     def go(self, where: str, page: Page | None = None) -> Page:
@@ -101,8 +109,8 @@ def browser() -> Iterator[Browser]:
         chromium.close()
 
 
-def _shot(page: Page, name: str) -> None:
-    page.screenshot(path=str(DOCS / f"console-{name}.png"), full_page=True)
+def _shot(shots: Path, page: Page, name: str) -> None:
+    page.screenshot(path=str(shots / f"console-{name}.png"), full_page=True)
 
 
 def _until(page: Page, condition: str, timeout_s: float = 8.0) -> None:
@@ -122,11 +130,11 @@ def _chart_last(page: Page, chart: str, series: int = 1) -> Any:
 
 
 def test_a_new_key_streams_spends_fails_over_and_is_revoked(
-    gateway: tuple[ServerProcess, str], browser: Browser
+    gateway: tuple[ServerProcess, str], browser: Browser, shots: Path
 ) -> None:
-    """The issue's done-when, all in the browser: a new user creates a key with a budget, watches its
-    spend climb in a chart while streaming through the playground with that key, sees a failing route
-    turn red with its last error, and revokes the key."""
+    """A new user's whole flow, in the browser: they create a key with a budget, watch its
+    spend climb in a chart while streaming through the playground with that key, see a failing route
+    turn red with its last error, and revoke the key."""
     server, ops = gateway
     console = Console(browser, server, ops)
     console.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.base_url)
@@ -145,13 +153,23 @@ def test_a_new_key_streams_spends_fails_over_and_is_revoked(
     page.click("#copy-secret")
     expect(page.locator("#copied")).to_have_text("copied")
     assert page.evaluate("navigator.clipboard.readText()") == secret  # the copy button copied the secret
-    _shot(page, "key-created")
+    new_id = (page.locator("#secret-box a").get_attribute("href") or "").rsplit("/", 1)[1]
+    # the list shows the new key at once, first, while the secret is still on screen
+    expect(page.locator("#keys-rows tr").first).to_have_attribute("data-key", new_id)
+    expect(page.locator(f'#keys-rows tr[data-key="{new_id}"]')).to_contain_text("team-lead")
+    expect(page.locator("#new-secret")).to_have_text(secret)
+    _shot(shots, page, "key-created")
     page.click("#secret-box a")
     expect(page.locator("main h2")).to_have_text("Key team-lead")
     expect(page.locator('#key-facts dd[data-fact="budget"]')).to_have_text("$5.00")
     expect(page.locator('#key-facts dd[data-fact="spent"]')).to_have_text("$0")
     expect(page.locator("#chart-spend[data-drawn]")).to_be_visible()
     key_id = page.url.rsplit("/", 1)[1].split("?")[0]
+    assert key_id == new_id
+    # the window the picker marks is the one drawn: the last hour by default, in one-minute buckets
+    expect(page.locator('button[data-window="hour"]')).to_have_attribute("aria-pressed", "true")
+    expect(page.locator('button[aria-pressed="true"]')).to_have_count(1)
+    assert page.evaluate("document.querySelector('#chart-spend').uplot.data[0].length") == 60
 
     # the playground, in a second tab, streams with the new key; the key's page follows its spend
     play = console.go("/playground", console.open())
@@ -175,7 +193,7 @@ def test_a_new_key_streams_spends_fails_over_and_is_revoked(
     # far below its budget: the budget is named, not drawn (its line would flatten the climb)
     expect(page.locator("#chart-spend figcaption")).to_have_text("Spend over the last hour (budget $5.00)")
     assert page.evaluate("document.querySelector('#chart-spend').uplot.data.length") == 2
-    _shot(page, "key")
+    _shot(shots, page, "key")
 
     # a model whose first route fails: the stream falls back and completes; the route turns red
     for _ in range(2):
@@ -198,7 +216,7 @@ def test_a_new_key_streams_spends_fails_over_and_is_revoked(
     )
     expect(page.locator('tr[data-route="emu/text"]').first).to_have_attribute("data-health", "ok")
     expect(failing).to_contain_text("The server had an error")  # its last failure's upstream error
-    _shot(page, "routes")
+    _shot(shots, page, "routes")
 
     # revoked after a confirmation; the key's next stream is refused
     console.go(f"/keys/{key_id}")
@@ -243,6 +261,15 @@ def test_cache_and_sessions_show_what_the_api_has(gateway: tuple[ServerProcess, 
     else:
         assert sessions.status_code == 200, sessions.text
         expect(page.locator("#sessions-rows tr, #sessions-empty")).to_have_count(len(sessions.json()["data"]) or 1)
+    # a session whose every request failed (no token at all) says so, and leads to its failures
+    down = page.locator('#sessions-rows tr[data-session="sess-down"]')
+    expect(down).to_have_attribute("data-outcome", "failed")
+    expect(down.locator(".status-failed")).to_have_text("failed")
+    expect(page.locator('#sessions-rows tr[data-session="sess-ok"] .status-completed')).to_have_text("ok")
+    down.locator(".status-failed").click()
+    expect(page.locator("main h2")).to_have_text("Logs")
+    expect(page.locator("#logs-rows tr")).to_have_count(2)
+    assert set(page.locator("#logs-rows tr").evaluate_all("rows => rows.map(r => r.dataset.status)")) == {"failed"}
     assert console.problems() == []
 
 
@@ -291,7 +318,7 @@ PAGES = [
 
 @pytest.mark.parametrize("width", [1280, 390])
 def test_every_page_fits_and_stays_within_the_csp(
-    gateway: tuple[ServerProcess, str], browser: Browser, width: int
+    gateway: tuple[ServerProcess, str], browser: Browser, width: int, shots: Path
 ) -> None:
     server, ops = gateway
     console = Console(browser, server, ops, width)
@@ -304,8 +331,14 @@ def test_every_page_fits_and_stays_within_the_csp(
         if name in (
             ("overview", "logs", "cache", "audit") if width == 1280 else ("overview", "keys", "routes-page", "logs")
         ):
-            _shot(page, name if width == 1280 else f"{name.removesuffix('-page')}-phone")
+            _shot(shots, page, name if width == 1280 else f"{name.removesuffix('-page')}-phone")
         assert page.evaluate("document.documentElement.scrollWidth") <= width, where
+        # nothing but elements in the page's frame: a missing part must not render as "null"
+        strays = (
+            "[...document.querySelector('main').childNodes].filter((n) => n.nodeType === 3).map((n) => n.textContent)"
+        )
+        assert page.evaluate(strays) == [], where
+    assert console.missing == []  # the page's own files, its icon included, all found
     assert console.problems() == []
 
 
@@ -339,7 +372,7 @@ def test_the_overview_draws_real_charts_with_hover_values(gateway: tuple[ServerP
     assert console.problems() == []
 
 
-def test_the_logs_filter_and_page(gateway: tuple[ServerProcess, str], browser: Browser) -> None:
+def test_the_logs_filter_and_page(gateway: tuple[ServerProcess, str], browser: Browser, shots: Path) -> None:
     server, ops = gateway
     console = Console(browser, server, ops)
     page = console.go("/logs")
@@ -383,7 +416,7 @@ def test_the_logs_filter_and_page(gateway: tuple[ServerProcess, str], browser: B
         expect(page.locator("#no-bodies")).to_be_visible()
     else:
         expect(page.locator("#request-body, #no-bodies")).to_have_count(0)
-    _shot(page, "generation")
+    _shot(shots, page, "generation")
     assert console.problems() == []
 
 
@@ -410,4 +443,60 @@ def test_a_keys_limits_are_edited_in_the_page(gateway: tuple[ServerProcess, str]
     form.locator('button[type="submit"]').click()
     expect(form.locator("[data-form-error]")).to_contain_text("concurrent")
     assert httpx.get(server.base_url + f"/api/v1/keys/{made['id']}", headers=MASTER).json()["limits"]["concurrent"] == 3
+    assert console.problems() == []
+
+
+def test_the_overview_opens_on_the_last_hour_where_fresh_traffic_is_a_line(
+    gateway: tuple[ServerProcess, str], browser: Browser
+) -> None:
+    """No window in the address: the last hour in one-minute buckets, the picker saying so; the
+    minutes of traffic the fixture made are a line over every bucket, not one dot."""
+    server, ops = gateway
+    console = Console(browser, server, ops)
+    page = console.go("/overview")
+    expect(page.locator("#chart-requests[data-drawn]")).to_be_visible()
+    expect(page.locator('button[data-window="hour"]')).to_have_attribute("aria-pressed", "true")
+    expect(page.locator('button[aria-pressed="true"]')).to_have_count(1)
+    series = page.evaluate("document.querySelector('#chart-requests').uplot.data")
+    assert len(series[0]) == 60 and series[0][1] - series[0][0] == 60
+    for values in series[1:]:
+        assert None not in values  # every minute has a value: uPlot joins them into a line
+    assert any(v > 0 for values in series[1:] for v in values)
+    assert console.problems() == []
+
+
+def test_legends_are_short_and_axis_labels_fit(gateway: tuple[ServerProcess, str], browser: Browser) -> None:
+    """By key, a legend names each key by its name, not its full id; the TTFT legend names each
+    group once (its p95 is "p95"), five entries a line or more; every value axis label is drawn inside the
+    chart, over a second of TTFT included."""
+    server, ops = gateway
+    keys = httpx.get(server.base_url + "/api/v1/keys", headers=MASTER).json()["data"]
+    console = Console(browser, server, ops)
+    page = console.go("/overview?window=hour&by=key")
+    expect(page.locator("#main [data-chart][data-drawn]")).to_have_count(5)
+    labels = page.locator("#chart-requests .u-legend .u-series th").all_text_contents()
+    assert "ops" in labels and not any("key_" in label for label in labels), labels
+    assert not any(k["id"] in (page.locator("#chart-ttft .u-legend").text_content() or "") for k in keys)
+
+    page = console.go("/overview?window=hour&by=model")
+    expect(page.locator("#main [data-chart][data-drawn]")).to_have_count(5)
+    ttft = page.locator("#chart-ttft .u-legend .u-series th").all_text_contents()
+    assert ttft.count("p95") == len(ttft[1:]) // 2 and "m/late" in ttft, ttft
+    tops = "[...document.querySelectorAll('#chart-ttft .u-legend .u-series')].map((e) => e.getBoundingClientRect().top)"
+    rows = len({round(top) for top in page.evaluate(tops)})
+    assert len(ttft) >= 9 and rows <= (len(ttft) + 4) // 5, (rows, ttft)  # five entries a line or more
+    late = page.evaluate(
+        "Math.max(...document.querySelector('#chart-ttft').uplot.data.slice(1).flat().filter((v) => v != null))"
+    )
+    assert late >= 1000  # the slow model's time to first token is on this chart
+    fits = """((id) => {
+      const box = document.querySelector(id), u = box.uplot;
+      const ctx = document.createElement('canvas').getContext('2d');
+      ctx.font = '12px system-ui, sans-serif';
+      const widest = Math.max(...box.axisLabels.map((v) => ctx.measureText(String(v)).width));
+      return [widest, u.bbox.left / devicePixelRatio - 15, box.axisLabels];
+    })"""
+    for chart in ("#chart-ttft", "#chart-tokens", "#chart-cost", "#chart-requests", "#chart-errors"):
+        widest, room, shown = page.evaluate(f"{fits}('{chart}')")
+        assert shown and widest <= room, (chart, widest, room, shown)  # left of the ticks, inside the canvas
     assert console.problems() == []

@@ -124,7 +124,7 @@ def test_the_keys_md_examples_work_with_the_default_catalog(local_server: Server
 
     line = next(x for x in _block("keys.md", "sh", "tidegate keys create").splitlines() if "keys create" in x)
     args = shlex.split(line.split("#", 1)[0])
-    assert args[:3] == ["tidegate", "keys", "create"]
+    assert args[:3] == [".venv/bin/tidegate", "keys", "create"]  # the CLI `make serve` installs (README.md)
     created = _keys_cli(local_server, *args[1:])
     assert created.returncode == 0, created.stderr
     key_id, secret = created.stdout.split()[2], created.stdout.strip().splitlines()[-1]

@@ -221,6 +221,40 @@ def test_a_gateway_restarted_on_another_port_leaves_nothing_in_progress(store_ur
             again.stop()
 
 
+def test_a_console_session_outlives_its_gateway_without_a_master_key(store_url: str, tmp_path: Path) -> None:
+    """No TIDEGATE_MASTER_KEY: the console's session secret is the store's (made by the first gateway,
+    read by the rest), so a session made on one gateway works on a second one and after a restart,
+    CSRF token included; and it never shows in a log."""
+    with OpenAIUpstream() as emu:
+        config = _config(store_url, emu)
+        a = start_server(tmp_path / "a", config, master_key=None)  # the first start prints an admin key
+        b = start_server(tmp_path / "b", config, master_key=None)
+        again: ServerProcess | None = None
+        try:
+            admin = next(line for line in a.log().splitlines() if line.startswith("tg-"))
+            login = httpx.post(a.base_url + "/ui/login", json={"key": admin})
+            assert login.status_code == 200, login.text
+            jar = {"tidegate_session": login.headers["set-cookie"].split(";")[0].split("=", 1)[1]}
+            csrf = {"x-csrf-token": login.json()["csrf"]}
+            for server in (a, b):
+                assert httpx.get(server.base_url + "/ui/session", cookies=jar).json()["csrf"] == csrf["x-csrf-token"]
+            made = httpx.post(b.base_url + "/api/v1/keys", json={"name": "from-b"}, cookies=jar, headers=csrf)
+            assert made.status_code == 201, made.text  # a change on the other gateway, with a's token
+            a.stop()
+            again = start_server(tmp_path / "again", config, master_key=None)  # a restart: a new process
+            assert httpx.get(again.base_url + "/ui/session", cookies=jar).status_code == 200
+            assert httpx.get(again.base_url + "/api/v1/keys", cookies=jar).status_code == 200
+            forged = jar["tidegate_session"][:-4] + ("0000" if not jar["tidegate_session"].endswith("0000") else "1111")
+            assert httpx.get(again.base_url + "/ui/session", cookies={"tidegate_session": forged}).status_code == 401
+        finally:
+            for server in (a, b, again):
+                if server is not None:
+                    server.stop()
+        for server in (a, b, again):
+            if server is not None:
+                assert jar["tidegate_session"] not in server.log() and csrf["x-csrf-token"] not in server.log()
+
+
 def test_a_paused_gateway_that_lost_its_lease_does_not_overwrite_interrupted(store_url: str, tmp_path: Path) -> None:
     with OpenAIUpstream() as emu:
         config = _config(store_url, emu)

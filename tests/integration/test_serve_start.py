@@ -75,12 +75,27 @@ def test_a_first_start_prints_an_admin_key_once_that_opens_the_console_and_the_a
     upstream: OpenAIUpstream, tmp_path: Path
 ) -> None:
     config = _config(tmp_path, upstream)
-    server = start_server(tmp_path / "first", config, master_key=None)
+    # as after `make serve`: the CLI is installed in the venv, which is not on the PATH
+    server = start_server(tmp_path / "first", config, master_key=None, extra_env={"PATH": _path_without_venv()})
     try:
         log = server.log()
         secret = next(line for line in log.splitlines() if line.startswith("tg-"))
         assert log.count(secret) == 1, log  # printed once; the access log names the key, never its secret
-        assert f"{server.base_url}/ui" in log and "tidegate keys create" in log
+        assert f"{server.base_url}/ui" in log
+        hint = re.search(r"manages keys: (.+ keys create --name my-app --api-key) \.\.\.$", log, re.M)
+        assert hint is not None, log
+        # the hint works as printed, in the shell serve ran from (no "command not found")
+        listed = subprocess.run(
+            ["sh", "-c", f"{hint.group(1).replace('create --name my-app', 'list')} {secret}"],
+            capture_output=True,
+            text=True,
+            cwd=server.workdir,
+            env={
+                **{k: v for k, v in server.env.items() if not k.startswith("TIDEGATE_")},
+                "TIDEGATE_URL": server.base_url,
+            },
+        )
+        assert listed.returncode == 0 and "admin" in listed.stdout, (hint.group(1), listed.stderr)
         bearer = {"Authorization": f"Bearer {secret}"}
         assert httpx.get(server.base_url + "/api/v1/keys", headers=bearer).status_code == 200
         assert httpx.get(server.base_url + "/api/v1/usage", headers=bearer).status_code == 200
@@ -106,6 +121,23 @@ def test_a_first_start_prints_an_admin_key_once_that_opens_the_console_and_the_a
     again = start_server(tmp_path / "again", config, master_key=None)  # the same store: keys exist now
     again.stop()
     assert "tg-" not in again.log()
+
+
+def _path_without_venv() -> str:
+    venv_bin = str(Path(sys.executable).parent)
+    return os.pathsep.join(p for p in os.environ.get("PATH", os.defpath).split(os.pathsep) if p != venv_bin)
+
+
+def test_the_cli_hint_names_the_venvs_tidegate_from_the_repository(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From the repository's root, where `make serve` runs, with the venv off the PATH: the hints say
+    `.venv/bin/tidegate` (README.md's commands); with the venv on the PATH, plain `tidegate`."""
+    from tidegate.cli.common import cli_command
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    monkeypatch.setenv("PATH", _path_without_venv())
+    assert cli_command() == ".venv/bin/tidegate"
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent) + os.pathsep + _path_without_venv())
+    assert cli_command() == "tidegate"
 
 
 def test_one_access_log_line_per_request_with_the_generation_and_never_a_body_or_secret(

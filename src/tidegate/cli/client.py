@@ -30,6 +30,7 @@ from ..client import (
     ToolCall,
 )
 from ..client.base import DEFAULT_TIMEOUT, auth_headers, check_json, resolve_base_url
+from .common import cli_command
 
 F = TypeVar("F", bound=Callable[..., Any])
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -129,7 +130,7 @@ def _incomplete_message(exc: IncompleteStream, stream: Stream) -> tuple[str, dic
     gid = exc.generation_id or stream.generation_id or "unknown"
     key = exc.idempotency_key or stream.idempotency_key
     what = f"{exc.code}: {exc.message}" if isinstance(exc, StreamFailed) else exc.reason
-    hint = f"; recover with `tidegate replay {key}`" if key and not isinstance(exc, StreamFailed) else ""
+    hint = f"; recover with `{cli_command()} replay {key}`" if key and not isinstance(exc, StreamFailed) else ""
     msg = f"error: the answer is incomplete ({what}); generation {gid}{hint}"
     record = {
         "status": "incomplete",

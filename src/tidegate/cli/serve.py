@@ -21,7 +21,8 @@ from ..keys import make_key
 from ..server.runtime.workers import claim_port, reuse_port_supported
 from ..store.facets import console_of
 from ..store.open import open_store
-from .common import load_or_fail
+from . import terminal
+from .common import cli_command, load_or_fail
 
 
 def _is_loopback(host: str) -> bool:
@@ -46,7 +47,8 @@ async def _prepare_store(config: Config, loopback: bool) -> str | None:
         if not loopback:  # a key printed on a public bind could end up in someone else's log
             click.echo(
                 "warning: no API key exists and TIDEGATE_MASTER_KEY is not set: nothing can use this gateway;"
-                " set TIDEGATE_MASTER_KEY to a secret of your own (the admin key: console, `tidegate keys`)",
+                " set TIDEGATE_MASTER_KEY to a secret of your own (the admin key: console,"
+                f" `{cli_command()} keys`)",
                 err=True,
             )
             return None
@@ -85,7 +87,7 @@ def _print_first_key(secret: str, base: str) -> None:
     click.echo(secret)
     click.echo(
         f"It logs in to the console at {base}/ui, calls the API (export TIDEGATE_API_KEY=...) and manages keys:"
-        " tidegate keys create --name my-app --api-key ..."
+        f" {cli_command()} keys create --name my-app --api-key ..."
     )
     sys.stdout.flush()
 
@@ -95,6 +97,7 @@ def _stop_cleanly(signum: int, frame: FrameType | None) -> None:
     cancelling of what is left (client tasks of the store, say) can wait forever."""
     sys.stdout.flush()
     sys.stderr.flush()
+    terminal.give_back()
     os._exit(0)
 
 
@@ -113,6 +116,7 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
     # (exit status -15: `make: *** [serve] Terminated`)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, _stop_cleanly)
+    terminal.take_foreground_from_make()  # Ctrl-C to the gateway alone: make then reports its exit 0
     config = load_or_fail(config_path)  # the one load and check: workers are handed its file (run_server)
     host = host or config.server.host
     port = config.server.port if port is None else port

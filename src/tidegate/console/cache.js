@@ -6,6 +6,7 @@ import { ApiError, cells, el, errorBox, fmt, getJson, keyLabel, keyNames, show, 
 import { windowPicker } from "./overview.js";
 
 const SPAN = { hour: 3600, day: 86400, month: 30 * 86400 };
+const WINDOW = "day";  // sessions last longer than an hour: this page opens on the last day
 
 async function optional(path) {
   try { return await getJson(path); } catch (err) {
@@ -27,21 +28,31 @@ function cacheSection(stats, names) {
   table("cache-keys", heads("key"), rows(stats.by_key, (r) => keyLabel(r.key_id ?? r.group, names))));
 }
 
+// a session whose requests failed says so (a failed request often has no token: it would read as a
+// quiet success), and links to those requests in the logs
+function outcome(s) {
+  const failed = s.failed || 0;
+  if (!failed) return el("span", { class: "status status-completed", text: "ok" });
+  const text = failed >= s.requests ? "failed" : `${failed} of ${s.requests} failed`;
+  return el("a", { class: "status status-failed", href: `#/logs?session=${encodeURIComponent(s.session)}&status=failed`, text });
+}
+
 function sessionsSection(list) {
   if (!list) return el("p", { class: "empty", id: "sessions-empty", text: "no data yet" });
-  const rows = list.data.map((s) => el("tr", { "data-session": s.session }, ...cells([el("a", { href: `#/logs?session=${encodeURIComponent(s.session)}`, text: s.session }),
-    s.agent || "", fmt.int(s.requests), fmt.int(s.input_tokens), fmt.int(s.output_tokens), fmt.cost(s.cost), fmt.when(s.first_at), fmt.when(s.last_at), (s.models || []).join(", ")])));
+  const rows = list.data.map((s) => el("tr", { "data-session": s.session, "data-outcome": s.failed ? "failed" : "ok" },
+    ...cells([el("a", { href: `#/logs?session=${encodeURIComponent(s.session)}`, text: s.session }), s.agent || "", outcome(s),
+      fmt.int(s.requests), fmt.int(s.input_tokens), fmt.int(s.output_tokens), fmt.cost(s.cost), fmt.when(s.first_at), fmt.when(s.last_at), (s.models || []).join(", ")])));
   if (!rows.length) return el("p", { class: "empty", id: "sessions-empty", text: "no agent session in this window" });
-  return table("sessions", ["session", "agent", "requests", "input tokens", "output tokens", "cost", "first", "last", "models"], rows);
+  return table("sessions", ["session", "agent", "outcome", "requests", "input tokens", "output tokens", "cost", "first", "last", "models"], rows);
 }
 
 export async function cacheView(params) {
-  const since = Date.now() / 1000 - SPAN[params.get("window") || "day"];
+  const since = Date.now() / 1000 - SPAN[params.get("window") || WINDOW];
   let stats, sessions, names;
   try {
     [stats, sessions, names] = await Promise.all([optional(`/api/v1/cache/stats?since=${since}`),
       optional(`/api/v1/sessions?since=${since}&limit=100`), keyNames()]);
   } catch (err) { return show(el("h2", { text: "Cache and agent sessions" }), errorBox(err)); }
-  show(el("h2", { text: "Cache and agent sessions" }), windowPicker("/cache", params),
+  show(el("h2", { text: "Cache and agent sessions" }), windowPicker("/cache", params, WINDOW),
     el("h3", { text: "Response cache" }), cacheSection(stats, names), el("h3", { text: "Agent sessions" }), sessionsSection(sessions));
 }

@@ -8,6 +8,22 @@ const PALETTE = ["#2b7bb9", "#e8710a", "#1a7f37", "#a142f4", "#c0392b", "#12939a
 
 export function color(i) { return PALETTE[i % PALETTE.length]; }
 
+// the value axis is as wide as its widest label (a fixed width clipped "1,250 ms"): uPlot asks for the
+// size with the labels it is about to draw; the font is set here, the tick length and gap are uPlot's
+// defaults for a y axis (10 and 5 px)
+const AXIS_FONT = "12px system-ui, sans-serif";
+const TICK = 10, GAP = 5, EDGE = 6;
+const measure = document.createElement("canvas").getContext("2d");
+
+function axisSize(box) {
+  return (u, values) => {
+    measure.font = AXIS_FONT;
+    const widest = Math.max(0, ...(values || []).map((v) => measure.measureText(String(v)).width));
+    box.axisLabels = values || [];  // the tests check each drawn label fits left of the plot
+    return Math.max(40, Math.ceil(widest) + TICK + GAP + EDGE);
+  };
+}
+
 // the overview's render time is read from here (bench/console_render.py): when the last chart of the
 // page was drawn at its size in the page
 function drawn(box) {
@@ -36,7 +52,7 @@ export function timeChart(id, title, data, opts = {}) {
   const options = {
     width: 600, height: opts.height || 200, series,
     scales: { x: { time: true }, y: { range: (u, min, max) => [Math.min(0, min), max > 0 ? max * 1.1 : 1] } },
-    axes: [{}, { size: 64, values: (u, ticks) => ticks.map(axis) }],
+    axes: [{ font: AXIS_FONT }, { font: AXIS_FONT, size: axisSize(box), values: (u, ticks) => ticks.map(axis) }],
     legend: { live: true },
     hooks: { draw: [() => drawn(box)] },
   };

@@ -3,7 +3,7 @@
 
 import { cells, el, errorBox, every, fmt, forgetKeyNames, getJson, leave, show, table } from "./lib.js";
 import { timeChart } from "./chart.js";
-import { WINDOWS, windowPicker } from "./overview.js";
+import { DEFAULT_WINDOW, WINDOWS, windowPicker } from "./overview.js";
 
 function state(k) {
   if (k.revoked) return "revoked";
@@ -83,24 +83,30 @@ function secretBox(created) {
     el("p", {}, secret, " ", copy, " ", copied), el("p", {}, el("a", { href: `#/keys/${created.id}`, text: "Open its page" })));
 }
 
+function keyRows(list) {
+  return list.data.sort((a, b) => b.created_at - a.created_at).map((k) =>
+    el("tr", { "data-key": k.id, "data-state": state(k) }, ...cells([el("a", { href: `#/keys/${k.id}`, text: k.name }), k.id, state(k),
+      budgetText(k), fmt.cost(k.spent), limitsText(k.limits), k.models ? k.models.join(", ") : "all", k.admin ? "yes" : "", fmt.when(k.expires_at)])));
+}
+
 export async function keysView() {
   let list, models;
   try { [list, models] = await Promise.all([getJson("/api/v1/keys"), catalog()]); } catch (err) { return show(el("h2", { text: "Keys" }), errorBox(err)); }
-  const rows = list.data.sort((a, b) => b.created_at - a.created_at).map((k) =>
-    el("tr", { "data-key": k.id, "data-state": state(k) }, ...cells([el("a", { href: `#/keys/${k.id}`, text: k.name }), k.id, state(k),
-      budgetText(k), fmt.cost(k.spent), limitsText(k.limits), k.models ? k.models.join(", ") : "all", k.admin ? "yes" : "", fmt.when(k.expires_at)])));
   const form = keyForm("create-key", models, null, "Create key");
   const slot = el("div", { id: "created" });
+  const keys = table("keys", ["name", "id", "state", "budget", "spent", "limits", "models", "admin", "expires"], keyRows(list));
   onSubmit(form, async (body) => {
     const created = await getJson("/api/v1/keys", { method: "POST", json: body });
     forgetKeyNames();
     form.reset();
     slot.replaceChildren(secretBox(created));
     slot.querySelector("#copy-secret").focus();
+    // the list as the API has it now, the new key first: the secret box stays where it is
+    const fresh = await getJson("/api/v1/keys").catch(() => null);
+    if (fresh) keys.querySelector("tbody").replaceChildren(...keyRows(fresh));
   });
   const create = el("details", { id: "new-key" }, el("summary", { text: "New key" }), form);
-  show(el("h2", { text: "Keys" }), create, slot,
-    table("keys", ["name", "id", "state", "budget", "spent", "limits", "models", "admin", "expires"], rows));
+  show(el("h2", { text: "Keys" }), create, slot, keys);
 }
 
 function confirmRevoke(k, onYes) {
@@ -144,7 +150,7 @@ function recentTable(gens) {
 }
 
 export async function keyView(id, params) {
-  const window = params.get("window") || "hour";
+  const window = params.get("window") || DEFAULT_WINDOW;
   const load = () => Promise.all([getJson(`/api/v1/keys/${encodeURIComponent(id)}`),
     getJson(`/api/v1/stats/series?window=${window}&by=none&key_id=${encodeURIComponent(id)}`).catch(() => null),
     getJson(`/api/v1/generations?key_id=${encodeURIComponent(id)}&limit=20`)]);

@@ -60,7 +60,8 @@ export function leave() {
 }
 
 export function show(...nodes) {
-  main.replaceChildren(...nodes);
+  // a page passes null for a part it has not (no "empty" note, no pager): replaceChildren would write "null"
+  main.replaceChildren(...nodes.filter((n) => n != null));
   const heading = main.querySelector("h2");
   if (heading) {
     heading.tabIndex = -1;  // the page's heading takes the focus a followed link had: the next Tab is in the page
@@ -122,4 +123,14 @@ export function forgetKeyNames() { names.clear(); }
 export function keyLabel(id, known) {
   if (id === "master") return "the master key";
   return known.has(id) ? `${known.get(id)} (${id})` : id || "";
+}
+// a key as a chart's legend names it, where a full id per series would fill lines: its name, with
+// the id's last characters only when another key has the same name; an unknown key by those alone
+export function keyShort(id, known) {
+  if (id === "master") return "master";
+  const tail = `…${String(id || "").slice(-6)}`;
+  if (!known.has(id)) return tail;
+  const name = known.get(id);
+  const twins = [...known.values()].filter((n) => n === name).length;
+  return twins > 1 ? `${name} ${tail}` : name;
 }

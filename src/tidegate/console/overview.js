@@ -2,14 +2,18 @@
 // days, by model, provider or key, from GET /api/v1/stats/series (the store's rollups: every bucket
 // present, zeros where nothing ran, so the charts keep real axes).
 
-import { el, errorBox, fmt, getJson, go, keyLabel, keyNames, show, table, tiles, cells } from "./lib.js";
+import { el, errorBox, fmt, getJson, go, keyLabel, keyNames, keyShort, show, table, tiles, cells } from "./lib.js";
 import { color, timeChart } from "./chart.js";
 
 export const WINDOWS = { hour: "Last hour", day: "Last day", month: "Last 30 days" };
 const GROUPS = { none: "everything", model: "model", provider: "provider", key: "key" };
 
-export function windowPicker(path, params) {
-  const current = params.get("window") || "day";
+// the window a page opens on when its address names none: the overview and a key's page open on the
+// last hour (one-minute buckets: a few minutes of fresh traffic are a line, not one hour's dot)
+export const DEFAULT_WINDOW = "hour";
+
+export function windowPicker(path, params, fallback = DEFAULT_WINDOW) {
+  const current = params.get("window") || fallback;
   const buttons = Object.entries(WINDOWS).map(([w, label]) =>
     el("button", { type: "button", "data-window": w, "aria-pressed": String(w === current), onclick: () => { params.set("window", w); go(path, params); } }, label));
   return el("div", { class: "picker", role: "group", "aria-label": "time window" }, ...buttons);
@@ -17,12 +21,13 @@ export function windowPicker(path, params) {
 
 const sum = (points, f) => points.reduce((a, p) => a + f(p), 0);
 
-function charts(stats, labels) {
+function charts(stats, short) {
   const t = stats.series[0] ? stats.series[0].points.map((p) => p.t) : [];
-  const each = (f) => stats.series.map((s, i) => ({ label: labels(s.group), values: s.points.map(f), color: color(i) }));
+  const each = (f) => stats.series.map((s, i) => ({ label: short(s.group), values: s.points.map(f), color: color(i) }));
+  // the group's name once, on its p50 line; its p95 (same colour, dashed) is just "p95"
   const ttft = stats.series.flatMap((s, i) => [
-    { label: `${labels(s.group)} p50`, values: s.points.map((p) => p.ttft_p50_ms), color: color(i) },
-    { label: `${labels(s.group)} p95`, values: s.points.map((p) => p.ttft_p95_ms), color: color(i), dash: true },
+    { label: short(s.group), values: s.points.map((p) => p.ttft_p50_ms), color: color(i) },
+    { label: "p95", values: s.points.map((p) => p.ttft_p95_ms), color: color(i), dash: true },
   ]);
   const compact = (v) => (v >= 1e6 ? `${(v / 1e6).toFixed(1)}M` : v >= 1e3 ? `${(v / 1e3).toFixed(1)}k` : String(Math.round(v * 100) / 100));
   const fill = stats.series.length === 1;
@@ -31,7 +36,7 @@ function charts(stats, labels) {
     timeChart("chart-tokens", "Tokens (input + output)", { t, series: each((p) => p.input_tokens + p.output_tokens) }, { format: fmt.int, axis: compact, fill }),
     timeChart("chart-cost", "Cost (USD)", { t, series: each((p) => p.cost) }, { format: fmt.cost, axis: (v) => `$${v >= 1000 ? compact(v) : Number(v.toPrecision(3))}`, fill }),
     timeChart("chart-errors", "Error rate", { t, series: each((p) => (p.requests ? p.errors / p.requests : null)) }, { format: fmt.pct, axis: (v) => `${Math.round(v * 100)}%` }),
-    timeChart("chart-ttft", "Time to first token (p50, p95 dashed)", { t, series: ttft }, { format: fmt.ms, axis: (v) => `${Math.round(v)} ms` }));
+    timeChart("chart-ttft", "Time to first token (p50, p95 dashed)", { t, series: ttft }, { format: fmt.ms, axis: (v) => (v >= 1000 ? `${Number((v / 1000).toPrecision(3))} s` : `${Math.round(v)} ms`) }));
 }
 
 function groupTable(stats, labels) {
@@ -44,7 +49,7 @@ function groupTable(stats, labels) {
 }
 
 export async function overviewView(params) {
-  const window = params.get("window") || "day", by = params.get("by") || "model";
+  const window = params.get("window") || DEFAULT_WINDOW, by = params.get("by") || "model";
   const select = el("select", { id: "by", "aria-label": "group by" },
     ...Object.entries(GROUPS).map(([g, label]) => el("option", { value: g, text: `by ${label}`, selected: g === by })));
   select.addEventListener("change", () => { params.set("by", select.value); go("/overview", params); });
@@ -58,6 +63,7 @@ export async function overviewView(params) {
     return show(...head, errorBox(err));
   }
   const labels = (g) => (by === "key" && g !== "other" ? keyLabel(g, names) : String(g));
+  const short = (g) => (by === "key" && g !== "other" ? keyShort(g, names) : String(g));
   const tot = stats.totals;
   const summary = tiles([
     ["requests", fmt.int(tot.requests), "requests"],
@@ -66,5 +72,5 @@ export async function overviewView(params) {
     ["error rate", tot.requests ? fmt.pct(tot.errors / tot.requests) : "–", "error-rate"],
     ["TTFT p50 / p95", tot.ttft_p50_ms == null ? "–" : `${fmt.ms(tot.ttft_p50_ms)} / ${fmt.ms(tot.ttft_p95_ms)}`, "ttft"],
   ]);
-  show(...head, summary, charts(stats, labels), el("h3", { text: `By ${GROUPS[by]}` }), groupTable(stats, labels));
+  show(...head, summary, charts(stats, short), el("h3", { text: `By ${GROUPS[by]}` }), groupTable(stats, labels));
 }

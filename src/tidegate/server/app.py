@@ -207,7 +207,7 @@ class TidegateApp:
                 await self._authenticate(req)
             await ops.metrics_endpoint(req, self.state)
             return
-        if path == "/" or path == "/ui" or path.startswith("/ui/"):
+        if path == "/" or path == "/ui" or path.startswith("/ui/") or path == "/favicon.ico":
             await console.serve(req, self.state)
             return
         if path == "/v1/models":
@@ -292,6 +292,7 @@ class TidegateApp:
                     log.info("server shortcuts %s (server/runtime/shortcuts.py)", shortcuts.STATUS)
                     tracing.configure()
                     await self.state.store.open()
+                    await console.open_sessions(self.state)
                     await self.state.leases.start()  # a lease, and one sweep, before /readyz
                     self.drain.install()
                     self.state.gateway.router.warm()

@@ -19,7 +19,7 @@ from ..errors import TidegateError, quote
 from . import ops
 from .http import Request
 
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/", "/ui"})
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/", "/ui", "/favicon.ico"})
 
 
 class HostNotAllowed(TidegateError):

@@ -26,4 +26,5 @@ class AppState:
     cache: ResponseCache | None = None  # the response cache, made at its first use (server/door.py)
     owners: OwnerStore | None = None  # conversation owners, made at their first use (doors/responses/owners.py)
     ready: bool = False
+    console_secret: bytes = b""  # signs console sessions; read from the store at startup (admin/console.py)
     tasks: set[asyncio.Task[None]] = field(default_factory=set)

@@ -227,3 +227,9 @@ class ConsoleStore(Protocol):
     async def prune(self, now: float, body_retention_s: float) -> int:
         """Drop rollup buckets past their resolution's retention and bodies past `body_retention_s`."""
         ...
+
+    async def session_secret(self, candidate: bytes) -> bytes:
+        """The console's session-signing secret: the one stored, or `candidate`, stored now, when
+        there is none yet (of several instances starting at once, the first write wins and every
+        one reads it back)."""
+        ...

@@ -84,6 +84,13 @@ class PostgresConsole:
                 await conn.execute(prune_rollups_sql(_p), res, cutoff)
         return int(status.rsplit(" ", 1)[-1])
 
+    async def session_secret(self, candidate: bytes) -> bytes:
+        async with self.store.pool.acquire() as conn, conn.transaction():
+            await conn.execute(
+                "INSERT INTO console_secret (id, secret) VALUES (1, $1) ON CONFLICT (id) DO NOTHING", candidate
+            )
+            return bytes(await conn.fetchval("SELECT secret FROM console_secret WHERE id = 1"))
+
 
 def _json(value: Any) -> str:
     """A body as JSON text; PostgreSQL's JSON holds no NUL, which a model's answer may."""

@@ -8,6 +8,7 @@ Layout, under the store's prefix:
   log pages on it (a record still running is not in it).
 - `audit` zset of `{ulid}\\x00{json}` members, all score 0: lexicographic order is time order.
 - `bodies:{id}` a JSON string expiring with the body retention.
+- `console:secret` the console's session-signing secret, set once (SET NX), never expiring.
 """
 
 from __future__ import annotations
@@ -147,6 +148,12 @@ class RedisConsole:
             self.store._k("console", "gens"), "-inf", now - RESOLUTIONS[3600]
         )
         return int(removed)
+
+    async def session_secret(self, candidate: bytes) -> bytes:
+        key = self.store._k("console", "secret")
+        await self.store._redis.set(key, candidate, nx=True)
+        stored = cast("bytes | None", await self.store._redis.get(key))
+        return stored if stored is not None else candidate
 
 
 def _matches(r: GenerationRecord, where: LogFilter) -> bool:

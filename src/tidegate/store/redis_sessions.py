@@ -20,7 +20,7 @@ from .sessions import SessionSummary, summarise_records
 if TYPE_CHECKING:
     from .redis import RedisStore
 
-_FIELDS = ("agent_session", "hints", "model", "usage", "cost", "created_at", "key_id")
+_FIELDS = ("agent_session", "hints", "model", "usage", "cost", "created_at", "key_id", "status")
 _BATCH = 500  # records read per pipeline
 
 

@@ -11,6 +11,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .console import ERROR_STATUSES
+
+# a session's requests that failed: the statuses the console's error rate counts (store/console.py)
+_FAILED_SQL = "(" + ", ".join(f"'{s}'" for s in sorted(ERROR_STATUSES)) + ")"
+
 
 @dataclass(frozen=True, slots=True)
 class SessionSummary:
@@ -23,6 +28,7 @@ class SessionSummary:
     first_at: float
     last_at: float
     models: list[str]
+    failed: int = 0  # its requests that failed or were interrupted: a session can fail with no token
 
     def public(self) -> dict[str, Any]:
         return {
@@ -35,6 +41,7 @@ class SessionSummary:
             "first_at": self.first_at,
             "last_at": self.last_at,
             "models": self.models,
+            "failed": self.failed,
         }
 
 
@@ -52,7 +59,8 @@ def sessions_sql(p: Callable[[int], str], by_key: bool, tokens: Callable[[str], 
     where = f"agent_session IS NOT NULL AND created_at >= {p(1)}" + (f" AND key_id = {p(3)}" if by_key else "")
     return (
         f"SELECT agent_session, count(*), sum({tokens('prompt_tokens')}), sum({tokens('completion_tokens')}),"
-        f" sum(cost), min(created_at), max(created_at), min(CASE WHEN {agent} = 'other' THEN NULL ELSE {agent} END)"
+        f" sum(cost), min(created_at), max(created_at), min(CASE WHEN {agent} = 'other' THEN NULL ELSE {agent} END),"
+        f" sum(CASE WHEN status IN {_FAILED_SQL} THEN 1 ELSE 0 END)"
         f" FROM generations WHERE {where} GROUP BY agent_session ORDER BY max(created_at) DESC LIMIT {p(2)}"
     )
 
@@ -84,6 +92,7 @@ def summaries(groups: Iterable[Any], models: Iterable[Any]) -> list[SessionSumma
             first_at=float(row[5]),
             last_at=float(row[6]),
             models=by_session.get(row[0], []),
+            failed=int(row[8] or 0),
         )
         for row in groups
     ]
@@ -93,7 +102,7 @@ def summarise_records(
     records: Iterable[dict[str, Any]], since: float, key_id: str | None, limit: int
 ) -> list[SessionSummary]:
     """The same grouping over records read whole (Redis): `agent_session`, `hints`, `model`,
-    `usage`, `cost`, `created_at`, `key_id` of each."""
+    `usage`, `cost`, `created_at`, `key_id`, `status` of each."""
     groups: dict[str, list[Any]] = {}
     models: set[tuple[str, str]] = set()
     for r in records:
@@ -101,12 +110,13 @@ def summarise_records(
         if not session or created < since or (key_id is not None and r.get("key_id") != key_id):
             continue
         usage, agent = r.get("usage") or {}, (r.get("hints") or {}).get("agent")
-        g = groups.setdefault(session, [session, 0, 0, 0, 0.0, created, created, None])
+        g = groups.setdefault(session, [session, 0, 0, 0, 0.0, created, created, None, 0])
         g[1] += 1
         g[2] += int(usage.get("prompt_tokens") or 0)
         g[3] += int(usage.get("completion_tokens") or 0)
         g[4] += float(r.get("cost") or 0.0)
         g[5], g[6] = min(g[5], created), max(g[6], created)
+        g[8] += r.get("status") in ERROR_STATUSES
         if agent and agent != "other" and (g[7] is None or agent < g[7]):
             g[7] = agent
         models.add((session, str(r.get("model"))))

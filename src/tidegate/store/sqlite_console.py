@@ -102,3 +102,10 @@ class SQLiteConsole:
 
         result: int = await self.store._run(lambda: immediate(self.store._db(), _prune))
         return result
+
+    async def session_secret(self, candidate: bytes) -> bytes:
+        def _keep(db: sqlite3.Connection) -> bytes:
+            db.execute("INSERT OR IGNORE INTO console_secret (id, secret) VALUES (1, ?)", (candidate,))
+            return bytes(db.execute("SELECT secret FROM console_secret WHERE id = 1").fetchone()[0])
+
+        return await self.store._write(_keep)

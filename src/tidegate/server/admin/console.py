@@ -2,11 +2,13 @@
 
 Login takes the master key or an admin key once and answers with a session cookie: `HttpOnly`
 (scripts never see it), `SameSite=Strict` (no other site's page sends it), `Path=/`, 12 hours. The
-cookie is signed, not stored: `base64(key id, expiry) . HMAC-SHA256`, with a secret derived from
-`TIDEGATE_MASTER_KEY` (so every instance sharing it accepts the same sessions) or, without a master
-key, a random one per process. It never holds the key. Each request checks the key again (a revoked
-key or a lost admin flag ends its sessions at once). A request that changes anything must also carry
-`X-CSRF-Token`, an HMAC of the cookie that the page reads from `/ui/session`.
+cookie is signed, not stored: `base64(key id, expiry) . HMAC-SHA256`, with a secret made of 32
+random bytes kept in the store (`ConsoleStore.session_secret`: the first gateway to start writes them,
+every other instance and every restart reads the same) and `TIDEGATE_MASTER_KEY` when there is one
+(a new master key ends the sessions the old one signed). It never holds the key. Each request
+checks the key again (a revoked key or a lost admin flag ends its sessions at once). A request that
+changes anything must also carry `X-CSRF-Token`, an HMAC of the cookie that the page reads from
+`/ui/session`.
 
 Over HTTPS the cookie is also `Secure`: when the server itself took the request over TLS, or when a
 trusted proxy says so with `X-Forwarded-Proto: https` (a proxy is trusted when the connection comes
@@ -40,14 +42,24 @@ STATIC = {
     "index.html": "text/html; charset=utf-8",
     "app.css": "text/css",
     **{f"{name}.js": "text/javascript" for name in _MODULES},
+    "favicon.svg": "image/svg+xml",
     "vendor/uPlot.iife.min.js": "text/javascript",
     "vendor/uPlot.min.css": "text/css",
 }
+# what answers like GET: a HEAD is a GET without the body (uvicorn drops it and keeps the length),
+# which is how probes such as Claude Code's `HEAD /` check that a gateway is there
+READS = ("GET", "HEAD")
 # the console's own files only: no inline script, no other origin
 CSP = "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'"
 FORWARDED_ALLOW = "TIDEGATE_FORWARDED_ALLOW_IPS"
 _MASTER = os.environ.get("TIDEGATE_MASTER_KEY")
-_SECRET = hashlib.sha256(b"tidegate-console\0" + _MASTER.encode()).digest() if _MASTER else os.urandom(32)
+
+
+async def open_sessions(state: AppState) -> None:
+    """Read (or, on a new store, make) the secret that signs console sessions; at startup, once the
+    store is open. Never logged."""
+    stored = await state.console.session_secret(os.urandom(32))
+    state.console_secret = hmac.new(stored, b"tidegate-console\0" + (_MASTER or "").encode(), hashlib.sha256).digest()
 
 
 def _trusted_proxies(spec: str) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network] | None:
@@ -87,17 +99,19 @@ def _cookie(req: Request, value: str, max_age: int) -> str:
     return f"{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"
 
 
-def _sign(data: bytes) -> str:
-    return hmac.new(_SECRET, data, hashlib.sha256).hexdigest()
+def _sign(state: AppState, data: bytes) -> str:
+    if not state.console_secret:  # before startup read it: nothing is signed with an empty key
+        raise Unauthorized("the console is not ready yet: try again")
+    return hmac.new(state.console_secret, data, hashlib.sha256).hexdigest()
 
 
-def csrf_token(cookie: str) -> str:
-    return _sign(b"csrf\0" + cookie.encode())[:32]
+def csrf_token(state: AppState, cookie: str) -> str:
+    return _sign(state, b"csrf\0" + cookie.encode())[:32]
 
 
-def _cookie_value(key_id: str) -> str:
+def _cookie_value(state: AppState, key_id: str) -> str:
     payload = base64.urlsafe_b64encode(orjson.dumps({"k": key_id, "e": int(time.time()) + SESSION_S})).decode()
-    return f"{payload}.{_sign(payload.encode())}"
+    return f"{payload}.{_sign(state, payload.encode())}"
 
 
 def session_cookie(req: Request) -> str | None:
@@ -111,7 +125,7 @@ def session_cookie(req: Request) -> str | None:
 async def session_key(req: Request, state: AppState, cookie: str) -> ApiKey:
     """The admin key behind a session cookie, checked now; CSRF-checked for anything but a read."""
     payload, _, signature = cookie.partition(".")
-    if not hmac.compare_digest(_sign(payload.encode()), signature):
+    if not hmac.compare_digest(_sign(state, payload.encode()), signature):
         raise Unauthorized("the console session is not valid: log in again")
     try:
         data: dict[str, Any] = orjson.loads(base64.urlsafe_b64decode(payload.encode()))
@@ -120,7 +134,7 @@ async def session_key(req: Request, state: AppState, cookie: str) -> ApiKey:
     if int(data.get("e", 0)) < time.time():
         raise Unauthorized("the console session has expired: log in again")
     if req.method not in ("GET", "HEAD") and not hmac.compare_digest(
-        req.header("x-csrf-token") or "", csrf_token(cookie)
+        req.header("x-csrf-token") or "", csrf_token(state, cookie)
     ):
         raise Forbidden("a console request that changes something needs its X-CSRF-Token header")
     key_id = str(data.get("k"))
@@ -144,15 +158,17 @@ async def _login(req: Request, state: AppState) -> None:
         raise Unauthorized("this key cannot log in: unknown, revoked or expired")
     if not (key.is_master or key.admin):
         raise Forbidden('the console needs the master key or a key with "admin": true')
-    cookie = _cookie_value(key.id)
+    cookie = _cookie_value(state, key.id)
     attributes = _cookie(req, cookie, SESSION_S)
-    await req.respond_json(200, {"name": key.name, "csrf": csrf_token(cookie)}, {"set-cookie": attributes})
+    await req.respond_json(200, {"name": key.name, "csrf": csrf_token(state, cookie)}, {"set-cookie": attributes})
 
 
 async def serve(req: Request, state: AppState) -> None:
-    """`/` (a browser is sent to the console) and everything under `/ui`."""
+    """`/` (a browser is sent to the console), `/favicon.ico` and everything under `/ui`."""
     path = req.path
     if path == "/" or path == "/ui":
+        if req.method not in READS:
+            raise MethodNotAllowed(f"use GET {path}")
         await req.respond_bytes(302, b"", "text/plain", {"location": "/ui/"})
         return
     if path == "/ui/login":
@@ -166,15 +182,18 @@ async def serve(req: Request, state: AppState) -> None:
             raise Unauthorized("not logged in")
         key = await session_key(req, state, cookie)
         if path == "/ui/session":
-            await req.respond_json(200, {"name": key.name, "csrf": csrf_token(cookie)})
+            await req.respond_json(200, {"name": key.name, "csrf": csrf_token(state, cookie)})
             return
         if req.method != "POST":
             raise MethodNotAllowed("use POST /ui/logout")
         await req.respond_json(200, {"logged_out": True}, {"set-cookie": _cookie(req, "", 0)})
         return
-    name = "index.html" if path == "/ui/" else path.removeprefix("/ui/")
-    if req.method != "GET" or name not in STATIC:
+    # a browser asks for /favicon.ico on its own for any page of the host, the API's included
+    name = "index.html" if path == "/ui/" else "favicon.svg" if path == "/favicon.ico" else path.removeprefix("/ui/")
+    if name not in STATIC:
         raise NotFound(f"no console page {path}")
+    if req.method not in READS:
+        raise MethodNotAllowed(f"use GET {path}")
     file = resources.files("tidegate.console").joinpath(name)
     if not file.is_file():  # vendor/ before `make install` copied it
         raise NotFound(f"no console file {path}: run `make install` (it copies the chart library)")
