@@ -45,6 +45,8 @@ def answer_now(failure: RouteFailure) -> TidegateError:
     """The answer to a failure that ends the request before its response starts."""
     if failure.code == "invalid_request" or failure.status == 400:
         return InvalidRequest(failure.message)
+    if failure.provider in failure.message:  # the providers' own messages name them already
+        return UpstreamError(failure.message)
     return UpstreamError(f"{failure.provider}: {failure.message}")
 
 
@@ -66,4 +68,6 @@ def final_error(failures: list[RouteFailure]) -> TidegateError:
         )
     if all(f.code == "connect_error" for f in failures):
         return NoProviderAvailable(f"no provider could be reached: {tried}")
-    return UpstreamError(f"every route failed: {tried}")
+    # a refused credential or a wrong path is the operator's to fix: its message says what to check
+    setup = dict.fromkeys(f.message for f in failures if f.status in (401, 403, 404))
+    return UpstreamError(f"every route failed: {tried}" + "".join(f"; {m}" for m in setup))
