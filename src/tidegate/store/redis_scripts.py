@@ -148,7 +148,8 @@ return 1
 # KEYS: gen, owner set of the new owner, tail channel, the console's index of ended records.
 # ARGV: mode, old-owner-set prefix, in_progress flag, id, created_at, fields...
 # An update (a generation's outcome) is written only while the record is still in progress: one a
-# lease sweep marked `interrupted` keeps that outcome.
+# lease sweep marked `interrupted` keeps that outcome. A record that is not in progress, updated or
+# created so (a rejected request's, server/rejections.py), joins the console's index.
 PUT_GEN = """
 local exists = redis.call('EXISTS', KEYS[1]) == 1
 if ARGV[1] == 'create' and exists then return redis.error_reply('duplicate generation id') end
@@ -161,10 +162,8 @@ if exists then
 end
 redis.call('HSET', KEYS[1], unpack(ARGV, 6))
 if ARGV[3] == '1' then redis.call('SADD', KEYS[2], ARGV[4]) end
-if ARGV[1] == 'update' then
-  redis.call('PUBLISH', KEYS[3], '')
-  if ARGV[3] == '0' then redis.call('ZADD', KEYS[4], ARGV[5], ARGV[4]) end
-end
+if ARGV[1] == 'update' then redis.call('PUBLISH', KEYS[3], '') end
+if ARGV[3] == '0' then redis.call('ZADD', KEYS[4], ARGV[5], ARGV[4]) end
 return 1
 """
 
