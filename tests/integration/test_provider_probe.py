@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 
+from emulators.anthropic_upstream import AnthropicFamilyEmulator
 from emulators.openai_upstream import REFUSED_KEY, OpenAIUpstream, tidegate_toml
 from helpers import sqlite_url, start_server
 
@@ -121,3 +122,27 @@ def test_a_refused_credential_names_its_variable(tmp_path: Path) -> None:
             assert "sk-acme-secret" not in r.text
         finally:
             server.stop()
+
+
+def test_an_anthropic_base_url_is_probed_at_its_model_list(tmp_path: Path) -> None:
+    emu = AnthropicFamilyEmulator().start()
+    try:
+        path = _config(
+            tmp_path,
+            {
+                "claude": {"kind": "anthropic", "base_url": emu.base_url, "api_key_env": "PROBE_CLAUDE"},
+                "claude-v1": {"kind": "anthropic", "base_url": emu.base_url + "/v1", "api_key_env": "PROBE_CLAUDE"},
+            },
+        )
+        out = _check(path, {"PROBE_CLAUDE": "sk-ant-probe-secret"})
+    finally:
+        emu.stop()
+    lines = _lines(out.stdout)
+    assert out.returncode == 1 and "1 problem found" in out.stderr, out.stdout + out.stderr
+    assert f"ok: GET {emu.base_url}/v1/models answered 200; $PROBE_CLAUDE set" in lines["claude"]
+    assert (
+        f"PROBLEM: GET {emu.base_url}/v1/v1/models answered 404: check base_url: the host without /v1"
+        in lines["claude-v1"]
+    )
+    assert "sk-ant-probe-secret" not in out.stdout + out.stderr
+    assert emu.requests == []
