@@ -69,5 +69,7 @@ def final_error(failures: list[RouteFailure]) -> TidegateError:
     if all(f.code == "connect_error" for f in failures):
         return NoProviderAvailable(f"no provider could be reached: {tried}")
     # a refused credential or a wrong path is the operator's to fix: its message says what to check
-    setup = dict.fromkeys(f.message for f in failures if f.status in (401, 403, 404))
+    setup = list(dict.fromkeys(f.message for f in failures if f.status in (401, 403, 404)))
+    if len(failures) == 1 and setup:  # its message names the provider and the status: once is enough
+        return UpstreamError(f"every route failed: {setup[0]}")
     return UpstreamError(f"every route failed: {tried}" + "".join(f"; {m}" for m in setup))

@@ -21,11 +21,11 @@ def credential_of(config: ProviderConfig) -> str:
 
 
 def what_to_check(status: int, config: ProviderConfig) -> str:
-    """The operator's next step for an upstream status, or "" when the status says nothing about setup."""
-    where = f"providers.{config.name}"
+    """The operator's next step for an upstream status, or "" when the status says nothing about setup.
+    The message it ends already names the provider: this names its settings only."""
     if status in (401, 403):
-        return f"check the credential in {credential_of(config)} ({where})"
+        return f"check the credential in {credential_of(config)}"
     if status == 404:
         base = BASE_URL_HINTS.get(config.kind, "check base_url")
-        return f"{base} and that the route's model exists upstream ({where})"
+        return f"{base} and that the route's model exists upstream"
     return ""
