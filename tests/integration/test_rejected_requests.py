@@ -124,6 +124,17 @@ def test_each_refusal_has_a_record_a_log_line_and_a_count(stack: Stack) -> None:
             "chat",
         ),
         (stack.post("/v1/chat/complete", {"model": "chat"}, _auth(app["key"])), 404, "not_found", "", None),
+        (  # the Gemini door names the model in its path, and answers in Google's shape
+            stack.post(
+                "/v1beta/models/nowhere:generateContent",
+                {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+                {"x-goog-api-key": app["key"]},
+            ),
+            404,
+            "model_not_found",
+            app["id"],
+            "nowhere",
+        ),
     ]
     listed = {g["id"]: g for g in stack.get("/api/v1/generations", status="rejected", limit=200).json()["data"]}
     log = stack.server.log()
@@ -144,7 +155,7 @@ def test_each_refusal_has_a_record_a_log_line_and_a_count(stack: Stack) -> None:
         line = next(ln for ln in log.splitlines() if f"generation={gid}" in ln)
         assert f" {status} " in line and "outcome=rejected" in line and f"error={code}" in line, line
     after = _rejected_groups(stack)
-    for code, n in {"unauthorized": 1, "model_not_found": 1, "invalid_request": 1, "payload_too_large": 1}.items():
+    for code, n in {"unauthorized": 1, "model_not_found": 2, "invalid_request": 1, "payload_too_large": 1}.items():
         requests, errors = after[f"rejected:{code}"]
         was = before.get(f"rejected:{code}", (0, 0))
         assert (requests - was[0], errors - was[1]) == (n, n), (code, after)
