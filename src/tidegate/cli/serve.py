@@ -98,7 +98,11 @@ def _warn_about_providers(config: Config) -> None:
 
     def run() -> None:
         for p in config.providers.values():
-            result = probe(p)
+            try:
+                result = probe(p)
+            except Exception as exc:  # a probe's own failure is one more warning, never a traceback
+                click.echo(f"warning: provider {p.name}: could not be probed ({type(exc).__name__})", err=True)
+                continue
             if not result.ok:
                 click.echo(f"warning: provider {p.name}: {result.detail}", err=True)
 
