@@ -35,6 +35,12 @@ REQUESTS = Counter(
     ("door", "model", "provider", "status"),
     registry=REGISTRY,
 )
+REJECTED = Counter(
+    "tidegate_rejected",
+    "API requests refused before a generation began (server/rejections.py), by error code",
+    ("code",),
+    registry=REGISTRY,
+)
 STREAM_FAILURES = Counter(
     "tidegate_stream_failures",
     "Generations that did not complete (failed, cancelled, interrupted), by error code and provider",

@@ -1,8 +1,10 @@
-"""`tidegate check-config`'s reachability report: can each provider be reached, is its secret set,
-can the store be used?
+"""`tidegate check-config`'s reachability report (and `serve`'s start warnings): can each provider
+be reached, does its base URL answer as its kind's API, is its secret set, can the store be used?
 
-Never sends a generation: HTTP upstreams get a TCP connect to their host and port, the local
-provider is checked for its model file and runtime. Secrets are reported as set or missing, never shown.
+Never sends a generation: HTTP upstreams get a TCP connect to their host and port, then, for the
+kinds that have one, their model list (`providers/listing.py`), named by the URL tried; the local
+provider is checked for its model file and runtime. A secret variable that is not set is a
+problem; secrets are reported as set or missing, never shown.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ def _tcp(url: str) -> tuple[bool, str]:
     port = parts.port or (443 if parts.scheme == "https" else 80)
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        return False, f"cannot resolve host {host} ({exc.strerror or 'no address'})"
     except OSError as exc:
         return False, f"unreachable ({host}:{port}: {type(exc).__name__})"
     addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
@@ -54,22 +58,34 @@ def _tcp(url: str) -> tuple[bool, str]:
                 return True, f"reachable ({host}:{port})"
         except OSError as exc:
             failure = exc
-    return False, f"unreachable ({host}:{port}: {type(failure).__name__})"
+    return False, f"unreachable ({host}:{port}: {_reason(failure)})"
 
 
-def _secrets(p: ProviderConfig, kind: Kind) -> list[str]:
+def _reason(failure: OSError | None) -> str:
+    if isinstance(failure, TimeoutError):
+        return f"no connection within {CONNECT_TIMEOUT_S:g} s"
+    if failure is None:
+        return "no address"
+    return failure.strerror.lower() if failure.strerror else type(failure).__name__
+
+
+def _secrets(p: ProviderConfig, kind: Kind) -> tuple[bool, list[str]]:
+    """Whether every secret variable the provider names is set, and a note on each."""
     notes: list[str] = []
+    ok = True
     for env in (p.api_key_env, p.access_token_env):
         if env:
-            notes.append(f"${env} {'set' if os.environ.get(env) else 'NOT SET'}")
+            present = bool(os.environ.get(env))
+            ok = ok and present
+            notes.append(f"${env} {'set' if present else 'NOT SET'}")
     if kind.credentials is not None:
         notes.extend(kind.credentials(p))
-    return notes
+    return ok, notes
 
 
 def probe(p: ProviderConfig) -> ProbeResult:
     """What the provider's kind probes (its entry in providers/kinds.py): a file check of its own, or a
-    TCP connect to its upstream URL plus its secrets."""
+    TCP connect to its upstream URL, then its model list when the kind has one, plus its secrets."""
     from .providers.kinds import KINDS  # (imported when check-config probes, not with the CLI)
 
     kind = KINDS.get(p.kind)
@@ -80,8 +96,16 @@ def probe(p: ProviderConfig) -> ProbeResult:
     if kind is None or url is None:
         return ProbeResult(p.name, False, f"no upstream URL for kind {p.kind!r}")
     ok, detail = _tcp(url)
-    secrets = _secrets(p, kind)
-    return ProbeResult(p.name, ok, "; ".join([detail, *secrets]))
+    listing = kind.listing(p) if kind.listing is not None else None
+    if not ok:
+        detail = f"{detail}; tried {listing.url if listing is not None else url}"
+    elif listing is not None:
+        from .providers.listing import call_listing
+
+        answer = asyncio.run(call_listing(p, listing))
+        ok, detail = answer.ok, answer.detail
+    secrets_ok, secrets = _secrets(p, kind)
+    return ProbeResult(p.name, ok and secrets_ok, "; ".join([detail, *secrets]))
 
 
 def _sqlite_writable(path: str) -> tuple[bool, str]:

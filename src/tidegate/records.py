@@ -9,7 +9,9 @@ from typing import Any
 
 from .events import UsageReport
 
-GENERATION_STATUSES = ("in_progress", "completed", "failed", "cancelled", "interrupted")
+# `rejected`: refused before a generation began (auth, validation, an unknown model, a limit): the
+# record of server/rejections.py, which holds the HTTP status and error code in `error`
+GENERATION_STATUSES = ("in_progress", "completed", "failed", "cancelled", "interrupted", "rejected")
 
 
 @dataclass(frozen=True, slots=True)

@@ -594,8 +594,21 @@ class AnthropicFamilyEmulator:
             raise errors[0]
         return self
 
+    async def _models(self, request: web.Request) -> web.Response:
+        """Anthropic's `GET /v1/models` (not recorded: no generation)."""
+        mid = "claude-emu"
+        model = {"type": "model", "id": mid, "display_name": "Claude Emu", "created_at": "2025-01-01T00:00:00Z"}
+        return web.json_response({"data": [model], "has_more": False, "first_id": mid, "last_id": mid})
+
+    async def _not_found(self, request: web.Request) -> web.Response:
+        """Anthropic's answer to a path it does not have."""
+        error = {"type": "not_found_error", "message": f"Not Found: {request.path}"}
+        return web.json_response({"type": "error", "error": error}, status=404)
+
     async def _serve(self) -> None:
         app = web.Application(client_max_size=16 * 1024 * 1024)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/{tail:.*}", self._not_found)
         app.router.add_post("/{tail:.*}", self._dispatch)
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()

@@ -79,6 +79,9 @@ class _Closed(Exception):
     pass
 
 
+REFUSED_KEY = "sk-refused-by-upstream"  # the one key the emulator's model list answers 401 to
+
+
 class OpenAIUpstream:
     """Start with `start()` (or as a context manager); `base_url` ends in `/v1`."""
 
@@ -108,6 +111,7 @@ class OpenAIUpstream:
             asyncio.set_event_loop(loop)
             app = web.Application(client_max_size=64 * 1024 * 1024)
             app.router.add_post("/v1/chat/completions", self._chat)
+            app.router.add_get("/v1/models", self._models)
             app.router.add_get("/_stats", self._stats)
             runner = web.AppRunner(app, shutdown_timeout=0.5, access_log=None)
             loop.run_until_complete(runner.setup())
@@ -164,6 +168,16 @@ class OpenAIUpstream:
         with self._lock:
             reqs = [r.stats() for r in self.requests]
         return web.json_response({"counts": self.counts(), "requests": reqs})
+
+    async def _models(self, request: web.Request) -> web.Response:
+        """`GET /v1/models` (not recorded: no generation): the list OpenAI answers, or its 401 for the
+        key `REFUSED_KEY`."""
+        key = request.headers.get("authorization", "").removeprefix("Bearer ")
+        if key == REFUSED_KEY:
+            error = {"message": f"Incorrect API key provided: {key}.", "type": "invalid_request_error"}
+            return web.json_response({"error": {**error, "param": None, "code": "invalid_api_key"}}, status=401)
+        model = {"id": "text", "object": "model", "created": 1686935002, "owned_by": "emulator"}
+        return web.json_response({"object": "list", "data": [model]})
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()

@@ -500,3 +500,32 @@ def test_legends_are_short_and_axis_labels_fit(gateway: tuple[ServerProcess, str
         widest, room, shown = page.evaluate(f"{fits}('{chart}')")
         assert shown and widest <= room, (chart, widest, room, shown)  # left of the ticks, inside the canvas
     assert console.problems() == []
+
+
+def test_refused_requests_in_the_logs_filter_and_the_overview_error_rate(
+    gateway: tuple[ServerProcess, str], browser: Browser
+) -> None:
+    server, ops = gateway
+    body = {"model": "m/nowhere", "messages": [{"role": "user", "content": "hi"}]}
+    refused = httpx.post(
+        server.base_url + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {ops}"}
+    )
+    assert refused.status_code == 404
+    gid = refused.headers["x-generation-id"]
+    console = Console(browser, server, ops)
+    page = console.go("/logs")
+    page.select_option('#log-filter [name="status"]', "rejected")
+    page.click('#log-filter button[type="submit"]')
+    row = page.locator(f'#logs-rows tr[data-id="{gid}"]')
+    expect(row).to_have_attribute("data-status", "rejected")
+    expect(row.locator(".status")).to_have_text("rejected 404 model_not_found")
+    expect(row.locator("td:nth-child(2)")).to_have_text("m/nowhere")  # the model it asked for
+    assert set(page.locator("#logs-rows tr").evaluate_all("rows => rows.map(r => r.dataset.status)")) == {"rejected"}
+    # the overview counts it as an error, under its code when grouped by provider
+    page = console.go("/overview?window=hour&by=provider")
+    group = page.locator('#groups-rows tr[data-group="rejected:model_not_found"]')
+    expect(group).to_be_visible()
+    expect(group.locator("td").last).to_have_text("100.0%")
+    rate = page.locator('[data-tile="error-rate"] .tile-value').text_content() or ""
+    assert rate.endswith("%") and float(rate[:-1]) > 0, rate
+    assert console.problems() == []

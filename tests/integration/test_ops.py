@@ -144,8 +144,9 @@ def test_check_config_reports_reachability_without_generating(tmp_path: Path) ->
         )
         assert out.returncode == 1, out.stderr  # "down" is a problem: check-config says so in its status
         lines = {ln.strip().split(" ")[0]: ln for ln in out.stdout.splitlines()}
-        assert "ok: reachable" in lines["up"] and "$PROBE_SECRET set" in lines["up"]
-        assert "PROBLEM: unreachable" in lines["down"] and "ConnectionRefusedError" in lines["down"]
+        assert f"ok: GET {upstream.base_url}/models answered 200" in lines["up"] and "$PROBE_SECRET set" in lines["up"]
+        assert "PROBLEM: unreachable" in lines["down"] and "connection refused" in lines["down"]
+        assert f"tried http://127.0.0.1:{dead_port}/v1/models" in lines["down"]
         assert "ok: model found" in lines["local"]
         assert "sk-very-secret-value" not in out.stdout + out.stderr
         assert upstream.requests == []  # reachability only: no generation was sent

@@ -8,6 +8,7 @@ searched: 0 hits.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 import time
@@ -38,7 +39,7 @@ def _echoing_upstream(mid_stream: bool) -> tuple[socket.socket, int]:
                 conn, _ = server.accept()
             except OSError:
                 return
-            with conn:
+            with conn, contextlib.suppress(OSError):  # a connection closed early (serve's start probe)
                 head = b""
                 while b"\r\n\r\n" not in head:
                     data = conn.recv(65536)

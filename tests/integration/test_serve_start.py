@@ -166,7 +166,8 @@ def test_one_access_log_line_per_request_with_the_generation_and_never_a_body_or
         assert fields["generation"] == gid and fields["key"] == "master"
         assert fields["model"] == "text" and fields["provider"] == "emu" and fields["outcome"] == "completed"
         assert float(fields["ttft_ms"]) >= 0 and float(fields["duration_ms"]) > 0 and float(fields["cost"]) >= 0
-    assert re.search(r"GET /v1/models 401 generation=\w+ duration_ms=", lines[2]), lines[2]
+    refusal = r"GET /v1/models 401 generation=\w+ model=- outcome=rejected error=unauthorized duration_ms="
+    assert re.search(refusal, lines[2]), lines[2]
     for secret in (PROMPT, answer, MASTER_KEY, "tg-wrong-secret-1"):
         assert secret not in log
 

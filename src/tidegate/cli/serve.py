@@ -9,6 +9,7 @@ import ipaddress
 import os
 import signal
 import sys
+import threading
 import time
 from types import FrameType
 from urllib.parse import urlsplit
@@ -92,6 +93,24 @@ def _print_first_key(secret: str, base: str) -> None:
     sys.stdout.flush()
 
 
+def _warn_about_providers(config: Config) -> None:
+    """`check-config`'s provider probe at start, each problem a warning line: serve starts anyway (an
+    upstream may come up later), on a thread of its own so that a slow upstream delays nothing."""
+    from ..probe import probe
+
+    def run() -> None:
+        for p in config.providers.values():
+            try:
+                result = probe(p)
+            except Exception as exc:  # a probe's own failure is one more warning, never a traceback
+                click.echo(f"warning: provider {p.name}: could not be probed ({type(exc).__name__})", err=True)
+                continue
+            if not result.ok:
+                click.echo(f"warning: provider {p.name}: {result.detail}", err=True)
+
+    threading.Thread(target=run, name="provider-probe", daemon=True).start()
+
+
 def _stop_cleanly(signum: int, frame: FrameType | None) -> None:
     """Exit 0 at once, as the default action would have died: no event loop teardown, whose
     cancelling of what is left (client tasks of the store, say) can wait forever."""
@@ -133,4 +152,5 @@ def serve(config_path: str | None, host: str | None, port: int | None, workers: 
         raise click.ClickException(str(exc)) from None
     if created is not None:
         _print_first_key(created, _base_url(host, port))
+    _warn_about_providers(config)
     sys.exit(run_server(config, host, port, workers, claimed, _startup_line(config, host, port)))

@@ -5,9 +5,11 @@ import { cells, el, errorBox, every, fmt, getJson, go, keyLabel, keyNames, show,
 
 function row(g, names) {
   const link = el("a", { href: `#/gen/${g.id}`, text: fmt.time(g.created_at) });
-  const status = el("span", { class: `status status-${g.status}`, text: g.status });
+  // a refused request: its HTTP status and error code beside the status, the model as asked
+  const refused = g.status === "rejected" && g.error ? ` ${g.error.status} ${g.error.code}` : "";
+  const status = el("span", { class: `status status-${g.status}`, text: g.status + refused });
   const tds = [
-    el("td", {}, link), el("td", { text: g.model }), el("td", { "data-col": "provider", text: g.provider || "" }), el("td", {}, status),
+    el("td", {}, link), el("td", { text: g.model || (g.error && g.error.model) || "" }), el("td", { "data-col": "provider", text: g.provider || "" }), el("td", {}, status),
     el("td", { text: g.attempts > 1 ? `yes (${g.attempts} tries)` : "" }), el("td", { class: "num", "data-col": "ttft", text: fmt.ms(g.ttft_ms) }),
     el("td", { class: "num", "data-col": "tokens", text: fmt.tokens(g) }), el("td", { text: g.usage_estimated ? "estimated" : "" }),
     el("td", { class: "num", text: fmt.cost(g.cost) }),
@@ -30,7 +32,7 @@ export async function logView() {
   every(refresh, 1000);
 }
 
-const STATUSES = ["", "completed", "failed", "in_progress", "cancelled", "interrupted"];
+const STATUSES = ["", "completed", "failed", "in_progress", "cancelled", "interrupted", "rejected"];
 const FIELDS = ["since", "until", "key_id", "model", "provider", "status", "session", "id"];
 
 function local(t) { return t ? new Date(t * 1000 - new Date().getTimezoneOffset() * 60000).toISOString().slice(0, 16) : ""; }

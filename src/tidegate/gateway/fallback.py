@@ -45,6 +45,8 @@ def answer_now(failure: RouteFailure) -> TidegateError:
     """The answer to a failure that ends the request before its response starts."""
     if failure.code == "invalid_request" or failure.status == 400:
         return InvalidRequest(failure.message)
+    if failure.provider in failure.message:  # the providers' own messages name them already
+        return UpstreamError(failure.message)
     return UpstreamError(f"{failure.provider}: {failure.message}")
 
 
@@ -66,4 +68,8 @@ def final_error(failures: list[RouteFailure]) -> TidegateError:
         )
     if all(f.code in ("connect_error", "address_refused") for f in failures):
         return NoProviderAvailable(f"no provider could be reached: {tried}")
-    return UpstreamError(f"every route failed: {tried}")
+    # a refused credential or a wrong path is the operator's to fix: its message says what to check
+    setup = list(dict.fromkeys(f.message for f in failures if f.status in (401, 403, 404)))
+    if len(failures) == 1 and setup:  # its message names the provider and the status: once is enough
+        return UpstreamError(f"every route failed: {setup[0]}")
+    return UpstreamError(f"every route failed: {tried}" + "".join(f"; {m}" for m in setup))

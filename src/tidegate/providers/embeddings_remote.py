@@ -29,6 +29,7 @@ from .transport import (
     http_client_for,
     sanitize,
     send_request,
+    with_hint,
 )
 from .vertex import vertex_base_url
 
@@ -71,6 +72,7 @@ def map_embedding_error(provider: str, status: int, headers: dict[str, str], bod
 class _EmbeddingHttp:
     def __init__(self, config: ProviderConfig, connect_timeout_s: float) -> None:
         self.name = config.name
+        self.config = config
         self.client = http_client_for(config.name, connect_timeout_s, config)
 
     async def post(self, url: str, headers: dict[str, str], body: bytes) -> tuple[dict[str, str], bytes]:
@@ -85,7 +87,8 @@ class _EmbeddingHttp:
             response.close()
         resp_headers = response.headers
         if response.status >= 300:
-            raise map_embedding_error(self.name, response.status, resp_headers, data[:MAX_ERROR_BODY])
+            failure = map_embedding_error(self.name, response.status, resp_headers, data[:MAX_ERROR_BODY])
+            raise with_hint(failure, self.config)
         if len(data) > MAX_RESPONSE_BODY:
             raise ProviderFailure(
                 "upstream_error", f"{self.name}: the upstream answer exceeds {MAX_RESPONSE_BODY} bytes"

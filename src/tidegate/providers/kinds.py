@@ -30,6 +30,7 @@ from .embeddings_remote import (
     VertexEmbeddingProvider,
 )
 from .fidelity import Fidelity
+from .listing import Listing, anthropic_listing, gemini_listing, openai_listing
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,9 @@ class Kind:
     upstream: Callable[[ProviderConfig], str | None] | None = None
     credentials: Callable[[ProviderConfig], list[str]] | None = None
     check: Callable[[ProviderConfig], tuple[bool, str]] | None = None
+    # its cheapest authenticated call (providers/listing.py), made after the connect: does the base
+    # URL answer as this kind's API, is the credential accepted (None: the connect is the probe)
+    listing: Callable[[ProviderConfig], Listing | None] | None = None
     http: bool = True  # an HTTP upstream: `verify = false` is warned about at every start
     warm: bool = True  # its chat provider is built at startup (`Router.warm`), not at its first request
     responses: bool = False  # honours `responses = true` (the upstream speaks the Responses API too)
@@ -174,6 +178,7 @@ _ENTRIES = (
         embeddings=OpenAIEmbeddingProvider,
         images=_openai_images,
         upstream=lambda p: p.base_url,
+        listing=openai_listing,
         responses=True,
     ),
     Kind(
@@ -182,6 +187,7 @@ _ENTRIES = (
         fidelity.ANTHROPIC,
         "anthropic",
         upstream=lambda p: p.base_url or "https://api.anthropic.com",
+        listing=anthropic_listing,
     ),
     Kind(
         "bedrock",
@@ -200,7 +206,15 @@ _ENTRIES = (
         embeddings=VertexEmbeddingProvider,
         upstream=_vertex_url,
     ),
-    Kind("gemini", _gemini_chat, fidelity.GEMINI, "gemini", embeddings=_gemini_embeddings, upstream=_gemini_url),
+    Kind(
+        "gemini",
+        _gemini_chat,
+        fidelity.GEMINI,
+        "gemini",
+        embeddings=_gemini_embeddings,
+        upstream=_gemini_url,
+        listing=gemini_listing,
+    ),
     Kind(
         "local",
         _local_chat,

@@ -22,6 +22,7 @@ from ..errors import ProviderFailure, retriable_status
 from ..events import Event, Failed
 from ..request import GenerationRequest
 from ..sse import SSEProtocolError
+from .hints import what_to_check
 from .http_client import AddressRefused, ConnectFailed, HttpClient, HttpResponse, UpstreamHttpError
 from .upstream import Upstream
 
@@ -141,6 +142,20 @@ def transport_failure(provider: str, exc: Exception) -> ProviderFailure:
         return ProviderFailure("connect_error", f"could not reach provider {provider} ({detail})", retriable=True)
     return ProviderFailure(  # ValueError: a URL or header this client cannot send
         "upstream_error", f"the request to provider {provider} cannot be sent: {exc}", retriable=True
+    )
+
+
+def with_hint(failure: ProviderFailure, config: ProviderConfig | None) -> ProviderFailure:
+    """The failure with what its upstream status says the operator should check appended."""
+    hint = what_to_check(failure.status, config) if config is not None else ""
+    if not hint:
+        return failure
+    return ProviderFailure(
+        failure.code,
+        f"{failure.message}; {hint}",
+        status=failure.status,
+        retriable=failure.retriable,
+        retry_after=failure.retry_after,
     )
 
 
@@ -270,6 +285,7 @@ class HttpProvider:
         self.kind = kind
         self.responses = responses
         self.adapter = adapter
+        self.config = config
         self.client = http_client_for(name, connect_timeout_s, config)
 
     async def send(self, req: UpstreamHttpRequest) -> HttpResponse:
@@ -282,7 +298,7 @@ class HttpProvider:
                 body = b""
             finally:
                 response.close()
-            raise self.adapter.map_error(response.status, response.headers, body)
+            raise with_hint(self.adapter.map_error(response.status, response.headers, body), self.config)
         return response
 
     async def open_chat(self, request: GenerationRequest, served_model: str) -> HttpStream:

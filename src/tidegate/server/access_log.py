@@ -15,8 +15,9 @@ import re
 
 import orjson
 
+from ..errors import TidegateError
 from ..records import GenerationRecord
-from .http import Request
+from .http import ERROR, Request
 
 log = logging.getLogger("tidegate.access")
 
@@ -44,7 +45,8 @@ def _cost(usd: float) -> str:
 
 
 def line(req: Request, seconds: float) -> str:
-    """`METHOD PATH STATUS [generation= key= model= provider= outcome= ttft_ms= cost=] duration_ms=`."""
+    """`METHOD PATH STATUS [generation= key= model= provider= outcome= ttft_ms= cost=] [error=]
+    duration_ms=`; a refused request's outcome is `rejected` (server/rejections.py)."""
     parts = [req.method, _value(req.path), str(req.status or "-")]
     if req.generation_id is not None:
         parts.append(f"generation={req.generation_id}")
@@ -52,7 +54,9 @@ def line(req: Request, seconds: float) -> str:
     if isinstance(key_name, str):
         parts.append(f"key={_value(key_name)}")
     record = req.scope.get(RECORD)
-    if isinstance(record, GenerationRecord):
+    if isinstance(record, GenerationRecord) and record.status == "rejected":  # refused: nothing ran
+        parts += [f"model={_value(record.model or '-')}", "outcome=rejected"]
+    elif isinstance(record, GenerationRecord):
         parts += [
             f"model={_value(record.model)}",
             f"provider={_value(record.provider or '-')}",
@@ -60,6 +64,9 @@ def line(req: Request, seconds: float) -> str:
             f"ttft_ms={_ms(record.ttft_ms)}",
             f"cost={_cost(record.cost)}",
         ]
+    error = req.scope.get(ERROR)
+    if isinstance(error, TidegateError):
+        parts.append(f"error={_value(error.error_code)}")
     parts.append(f"duration_ms={seconds * 1000:.1f}")
     return " ".join(parts)
 

@@ -22,7 +22,7 @@ from ..records import ApiKey
 from ..store.base import GenerationStore
 from ..store.facets import console_of
 from ..store.open import open_store
-from . import access_log, heap, models, ops, replay
+from . import access_log, heap, models, ops, rejections, replay
 from .admin import audit, console, generations, stats
 from .admin import cache as cache_admin
 from .admin import keys as keys_admin
@@ -136,6 +136,7 @@ class TidegateApp:
         )
         self.bodies = UnfinishedBodies()
         self.hosts = HostCheck(config.server.allowed_hosts)
+        self.rejections = rejections.Rejections(config, store, self.state.console)
         self.in_flight = 0  # API requests let in and not yet answered to the end: what the drain waits for
         self.drain = Drain(
             config.server.drain_s,
@@ -164,6 +165,9 @@ class TidegateApp:
             await self._dispatch(req)
         except TidegateError as exc:
             if not req.started:
+                if access_log.RECORD not in req.scope and rejections.recorded(req, exc, _generates(req.path)):
+                    record = await self.rejections.refused(req, exc, _route_label(req.path))
+                    req.scope[access_log.RECORD] = record
                 await req.respond_error(exc)
         except Exception:
             log.exception("unhandled error on %s %s", req.method, req.path)
@@ -239,11 +243,13 @@ class TidegateApp:
             finally:
                 free()
             return
+        req.scope[rejections.UNROUTED] = True
         raise NotFound(f"no endpoint {req.method} {path}")
 
     async def _authenticate(self, req: Request) -> ApiKey:
         key = await self._key_of(req)
         req.scope[access_log.KEY_NAME] = key.name
+        req.scope[rejections.KEY] = key
         return key
 
     async def _key_of(self, req: Request) -> ApiKey:

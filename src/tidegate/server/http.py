@@ -19,6 +19,10 @@ Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
+# ASGI scope entries a refused request leaves for its record and access-log line (server/rejections.py):
+# the body's `model` as sent, and the error answered
+ASKED_MODEL = "tidegate.asked_model"
+ERROR = "tidegate.error"
 # no browser may read a JSON error or a stream as a script or a page (the console is served here too)
 _NOSNIFF = (b"x-content-type-options", b"nosniff")
 
@@ -123,9 +127,12 @@ class Request:
         if not raw.strip():
             raise InvalidRequest("the request body is empty; send a JSON object")
         try:
-            return orjson.loads(raw)
+            data = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
             raise InvalidRequest(f"the request body is not valid JSON: {exc.msg} at position {exc.pos}") from None
+        if type(data) is dict and type(model := data.get("model")) is str:
+            self.scope[ASKED_MODEL] = model  # (one dict write: a refusal's record names what was asked)
+        return data
 
     def base_headers(self, extra: dict[str, str] | None = None) -> list[tuple[bytes, bytes]]:
         out: list[tuple[bytes, bytes]] = []
@@ -217,6 +224,7 @@ class Request:
         if error.retry_after is not None:  # whole seconds, up: a client that waits that long gets in
             headers["retry-after"] = str(max(1, math.ceil(error.retry_after - 1e-6)))
         body = error.body() if self.error_shape is None else self.error_shape(error)
+        self.scope[ERROR] = error
         await self.respond_json(error.status, body, headers)
 
 

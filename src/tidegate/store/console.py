@@ -25,7 +25,7 @@ HIST_BUCKETS = len(TTFT_BOUNDS_MS) + 1
 # reads 30 day rows instead of 720 hour rows per group).
 RESOLUTIONS: dict[int, int] = {60: 2 * 86_400, 3_600: 90 * 86_400, 86_400: 400 * 86_400}
 # Record statuses counted as errors in the rollups (a cancel is the client's choice, not an error).
-ERROR_STATUSES = frozenset({"failed", "interrupted"})
+ERROR_STATUSES = frozenset({"failed", "interrupted", "rejected"})
 GROUP_COLUMNS = {"none": None, "model": "model", "provider": "provider", "key": "key_id"}
 
 
@@ -215,6 +215,11 @@ class ConsoleStore(Protocol):
         ...
 
     async def add_audit(self, entry: AuditEntry) -> None: ...
+
+    def count(self, rollup: Rollup) -> None:
+        """Add to the rollups without a record (a rejected request's, server/rejections.py): buffered
+        and written with the others within a second, no store round trip of its own."""
+        ...
 
     async def audit(self, limit: int, before: str | None) -> list[AuditEntry]:
         """Entries newest first, those older than the entry id `before` when given."""

@@ -123,6 +123,7 @@ class PostgresStore:
         self.schema = schema if schema is not None else url_schema
         self.max_connections = max_connections
         self._pool: Any = None
+        self.rollups = pg_rollups.postgres_rollups(lambda: self.pool)
 
     @property
     def pool(self) -> Any:
@@ -147,9 +148,11 @@ class PostgresStore:
         except BaseException:
             await self.close()
             raise
+        self.rollups.start()
 
     async def close(self) -> None:
         if self._pool is not None:
+            await self.rollups.stop()
             pool, self._pool = self._pool, None
             await pool.close()
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .console import AuditEntry, Bodies, Bucket, LogFilter, SeriesQuery
+from .console import AuditEntry, Bodies, Bucket, LogFilter, Rollup, SeriesQuery
 from .console_sql import (
     AUDIT_COLUMNS,
     audit_sql,
@@ -34,6 +34,7 @@ class PostgresConsole:
         self._session: bool | None = None
 
     async def series(self, query: SeriesQuery) -> list[Bucket]:
+        await self.store.rollups.flush()  # this process's counted rejections, summed but not yet written
         sql, args = series_sql(query, _p)
         return [bucket_of(r) for r in await self.store.pool.fetch(sql, *args)]
 
@@ -48,6 +49,9 @@ class PostgresConsole:
             )
         sql, args = generations_sql(where, limit, _p, self._session)
         return [record_from_row(r) for r in await pool.fetch(sql, *args)]
+
+    def count(self, rollup: Rollup) -> None:
+        self.store.rollups.count(rollup)
 
     async def add_audit(self, entry: AuditEntry) -> None:
         await self.store.pool.execute(

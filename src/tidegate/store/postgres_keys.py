@@ -138,7 +138,8 @@ async def usage(pool: asyncpg.Pool, start: float, end: float, group_by: str) -> 
         f"SELECT {group}, COUNT(*), COUNT(*) FILTER (WHERE status IN {FAILED_STATUSES}),"
         " SUM((usage->>'prompt_tokens')::bigint), SUM((usage->>'completion_tokens')::bigint),"
         " SUM(cost), COUNT(*) FILTER (WHERE usage_estimated) FROM generations"
-        f" WHERE created_at >= $1 AND created_at < $2 GROUP BY 1 ORDER BY 1",
+        " WHERE created_at >= $1 AND created_at < $2 AND status <> 'rejected'"  # refused: nothing to bill
+        " GROUP BY 1 ORDER BY 1",
         float(start),
         float(end),
     )

@@ -5,10 +5,15 @@ imports only what it writes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..records import GenerationRecord
 from .console import HIST_BUCKETS, RESOLUTIONS, Rollup
+from .console_sql import rollup_add
+from .rollup_writer import RollupWriter
+
+_ADD = rollup_add(lambda i: f"${i}")
 
 
 def final_update(update_sql: str, first: int) -> str:
@@ -33,3 +38,14 @@ def final_update(update_sql: str, first: int) -> str:
 def final_params(record: GenerationRecord) -> tuple[Any, ...]:
     r = Rollup.of(record)
     return (r.provider, int(r.error), r.input_tokens, r.output_tokens, r.cost, r.ttft_bucket)
+
+
+def postgres_rollups(pool: Callable[[], Any]) -> RollupWriter:
+    """The rollups counted without a record of their own (a rejected request past the bound on
+    records, server/rejections.py): summed in memory and written once a second, as SQLite and
+    Redis write all of theirs. `pool`: the store's open pool."""
+
+    async def write_rows(rows: list[tuple[Any, ...]]) -> None:
+        await pool().executemany(_ADD, rows)
+
+    return RollupWriter(write_rows)

@@ -24,6 +24,7 @@ from .console import (
     Bodies,
     Bucket,
     LogFilter,
+    Rollup,
     SeriesQuery,
 )
 
@@ -113,6 +114,9 @@ class RedisConsole:
         return [
             _gen_from({k.decode(): orjson.loads(v) for k, v in flat.items()}) for flat in await pipe.execute() if flat
         ]
+
+    def count(self, rollup: Rollup) -> None:
+        self.store.rollups.count(rollup)
 
     async def add_audit(self, entry: AuditEntry) -> None:
         member = entry.id + "\x00" + orjson.dumps(entry.public()).decode()

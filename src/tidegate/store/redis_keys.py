@@ -99,7 +99,7 @@ def usage_groups(records: list[dict[str, Any]], start: float, end: float, group_
     groups: dict[Any, dict[str, Any]] = {}
     for r in records:
         created = float(r.get("created_at") or 0.0)
-        if not start <= created < end:
+        if not start <= created < end or r.get("status") == "rejected":  # refused: nothing to bill
             continue
         if group_by == "day":
             name: Any = time.strftime("%Y-%m-%d", time.gmtime(created))

@@ -150,7 +150,8 @@ return 1
 # ARGV: mode, old-owner-set prefix, in_progress flag, id, created_at, in-a-session flag, fields...
 # An update (a generation's outcome) is written only while the record is still in progress: one a
 # lease sweep marked `interrupted` keeps that outcome. A record of an agent session is indexed when
-# it is created (its session never changes).
+# it is created (its session never changes). A record that is not in progress, updated or created
+# so (a rejected request's, server/rejections.py), joins the console's index.
 PUT_GEN = """
 local exists = redis.call('EXISTS', KEYS[1]) == 1
 if ARGV[1] == 'create' and exists then return redis.error_reply('duplicate generation id') end
@@ -167,10 +168,8 @@ if ARGV[1] == 'create' and ARGV[6] == '1' then
   redis.call('ZADD', KEYS[5], ARGV[5], ARGV[4])
   redis.call('ZADD', KEYS[6], ARGV[5], ARGV[4])
 end
-if ARGV[1] == 'update' then
-  redis.call('PUBLISH', KEYS[3], '')
-  if ARGV[3] == '0' then redis.call('ZADD', KEYS[4], ARGV[5], ARGV[4]) end
-end
+if ARGV[1] == 'update' then redis.call('PUBLISH', KEYS[3], '') end
+if ARGV[3] == '0' then redis.call('ZADD', KEYS[4], ARGV[5], ARGV[4]) end
 return 1
 """
 

@@ -36,6 +36,10 @@ class RollupWriter:
     def add(self, record: GenerationRecord) -> None:
         self.buffer.add(Rollup.of(record))
 
+    def count(self, rollup: Rollup) -> None:
+        """A rollup without a record behind it (a rejected request's): buffered like the rest."""
+        self.buffer.add(rollup)
+
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._every_second())

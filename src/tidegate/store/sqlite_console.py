@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .console import AuditEntry, Bodies, Bucket, LogFilter, SeriesQuery
+from .console import AuditEntry, Bodies, Bucket, LogFilter, Rollup, SeriesQuery
 from .console_sql import (
     AUDIT_COLUMNS,
     audit_sql,
@@ -59,6 +59,9 @@ class SQLiteConsole:
 
         rows = await self.store._run(_query)
         return [record_from_row(r) for r in rows]
+
+    def count(self, rollup: Rollup) -> None:
+        self.store.rollups.count(rollup)
 
     async def add_audit(self, entry: AuditEntry) -> None:
         params = (entry.id, entry.at, entry.actor_key_id, entry.actor_name, entry.action, entry.target,

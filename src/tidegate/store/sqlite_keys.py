@@ -107,6 +107,7 @@ def usage(db: sqlite3.Connection, start: float, end: float, group_by: str) -> li
         f"SELECT {group}, COUNT(*), SUM(status IN {FAILED_STATUSES}),"
         " SUM(json_extract(usage, '$.prompt_tokens')), SUM(json_extract(usage, '$.completion_tokens')),"
         " SUM(cost), SUM(usage_estimated) FROM generations WHERE created_at >= ? AND created_at < ?"
+        " AND status <> 'rejected'"  # refused before a generation began: nothing to bill
         f" GROUP BY {group} ORDER BY {group}",
         (start, end),
     ).fetchall()

@@ -55,3 +55,18 @@ def test_a_refused_address_is_an_unreachable_provider() -> None:
     both = final_error([RouteFailure("a", "address_refused", "refused"), RouteFailure("b", "connect_error", "down")])
     assert both.status == 503 and both.error_code == "no_provider_available"
     assert "a (address_refused)" in both.message and "b (connect_error)" in both.message
+
+
+def test_a_failure_names_its_provider_once_and_a_setup_failure_says_what_to_check() -> None:
+    # the providers' own messages name them: the answer does not name them again
+    not_found = RouteFailure("acme", "upstream_error", "acme: upstream HTTP 404: Not Found; check base_url", 404)
+    assert answer_now(not_found).message == "acme: upstream HTTP 404: Not Found; check base_url"
+    bare = RouteFailure("acme", "upstream_error", "the upstream broke", 0)
+    assert answer_now(bare).message == "acme: the upstream broke"
+    refused = RouteFailure("acme", "upstream_error", "acme: upstream HTTP 401; check the credential in $ACME_KEY", 401)
+    assert final_error([refused]).message == f"every route failed: {refused.message}"
+    other = RouteFailure("beta", "upstream_error", "beta answered HTTP 403; check the credential in $BETA_KEY", 403)
+    down = RouteFailure("gamma", "upstream_error", "gamma: upstream HTTP 500", 500)
+    message = final_error([refused, other, down]).message
+    assert message.startswith("every route failed: acme (upstream_error 401), beta (upstream_error 403), gamma")
+    assert "$ACME_KEY" in message and "$BETA_KEY" in message and "gamma: upstream HTTP 500" not in message

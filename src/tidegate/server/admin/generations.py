@@ -8,7 +8,7 @@ import binascii
 
 from ...errors import GenerationNotFound, InvalidRequest, quote
 from ...gateway.recovery import recovered
-from ...records import ApiKey, GenerationRecord
+from ...records import GENERATION_STATUSES, ApiKey, GenerationRecord
 from ...store.console import LogFilter
 from .. import body_log
 from ..http import Request
@@ -34,7 +34,7 @@ async def cancel_generation(req: Request, state: AppState, key: ApiKey) -> None:
     await req.respond_json(202, record.public())
 
 
-STATUSES = ("in_progress", "completed", "failed", "cancelled", "interrupted")
+STATUSES = GENERATION_STATUSES
 
 
 def encode_cursor(record: GenerationRecord) -> str:
