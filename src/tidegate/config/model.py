@@ -144,7 +144,8 @@ class ServerConfig(Struct, frozen=True, forbid_unknown_fields=True):
     drain_s: Annotated[
         float,
         doc(
-            "SIGTERM/SIGINT: running streams get this long to finish, then end `interrupted`; 0 ends them at once",
+            "SIGTERM/SIGINT: running streams get this long to finish, then end `interrupted`; 0 ends them at once;"
+            " the process exits within `drain_s` + 2 s",
             ge=0,
         ),
     ] = 30.0
