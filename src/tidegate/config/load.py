@@ -27,9 +27,9 @@ from .model import (
     McpConfig,
     ModelConfig,
     ProviderConfig,
-    ServerConfig,
     StoreConfig,
 )
+from .server import ServerConfig
 from .upstream import check_connection, upstream_url
 from .values import check_keys, convert, table
 from .where import error_path, line_of

@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from .. import metrics
-from ..config.model import ServerConfig
+from ..config.server import ServerConfig
 from ..request import GenerationRequest
 from ..store.affinity import AffinityStore
 from ..store.base import GenerationStore

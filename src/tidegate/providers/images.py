@@ -18,7 +18,8 @@ from typing import Any
 
 import orjson
 
-from ..config.model import ProviderConfig, ServerConfig
+from ..config.model import ProviderConfig
+from ..config.server import ServerConfig
 from ..errors import ProviderFailure
 from ..events import Event, Failed, Finished, Image, PartialImage, Progress, Started, UsageReport
 from ..request import GenerationRequest

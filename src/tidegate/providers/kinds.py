@@ -18,7 +18,8 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..config.model import PROVIDER_KINDS, REQUIRED_KEYS, ProviderConfig, ServerConfig
+from ..config.model import PROVIDER_KINDS, REQUIRED_KEYS, ProviderConfig
+from ..config.server import ServerConfig
 from ..errors import NoProviderAvailable
 from . import fidelity
 from .base import ChatProvider

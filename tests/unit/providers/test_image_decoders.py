@@ -12,7 +12,8 @@ from typing import Protocol
 import pytest
 
 from emulators.images_embeddings_upstream import png_b64
-from tidegate.config.model import ProviderConfig, ServerConfig
+from tidegate.config.model import ProviderConfig
+from tidegate.config.server import ServerConfig
 from tidegate.events import Event, Failed, Finished, Image, PartialImage, Progress, Started, UsageReport
 from tidegate.providers.images import ImageJSONDecoder, ImageStreamDecoder, OpenAIImageAdapter
 from tidegate.request import GenerationRequest

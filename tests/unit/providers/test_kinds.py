@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tidegate.config.model import PROVIDER_KINDS, REQUIRED_KEYS, ProviderConfig, ServerConfig
+from tidegate.config.model import PROVIDER_KINDS, REQUIRED_KEYS, ProviderConfig
+from tidegate.config.server import ServerConfig
 from tidegate.errors import NoProviderAvailable
 from tidegate.providers import fidelity
 from tidegate.providers.kinds import (

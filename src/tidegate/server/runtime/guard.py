@@ -26,7 +26,7 @@ import httptools
 import orjson
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from ...config.model import ServerConfig
+from ...config.server import ServerConfig
 
 
 @dataclass(frozen=True, slots=True)
