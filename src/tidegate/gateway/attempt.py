@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..providers.base import ChatProvider, UpstreamStream
-from ..providers.http_client import OpenProgress
+from ..providers.http_client import OPEN_PROGRESS, OpenProgress
+from ..request import GenerationRequest
 from .cancel import UpstreamClock
 from .opening import UpstreamOpen
 
@@ -47,3 +48,12 @@ class Attempt:
         """A JSON request's open, awaited in place, is cancelled with its wait: waiting again would
         send the upstream request a second time, so its deadline is final."""
         return self.stream is None and self.opening is None
+
+    async def open_in_place(self, request: GenerationRequest) -> UpstreamStream:
+        """A JSON request's open, in the relay's own task, with its `OpenProgress` in context (the
+        client reports a pool wait there)."""
+        token = OPEN_PROGRESS.set(self.progress)
+        try:
+            return await self.provider.open_chat(request, self.route_model)
+        finally:
+            OPEN_PROGRESS.reset(token)

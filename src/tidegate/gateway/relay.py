@@ -274,7 +274,7 @@ class Relay:
                 elif a.opening is not None:
                     step = a.opening.wait()
                 else:
-                    step = self._open_in_place(a)
+                    step = a.open_in_place(self.request)
                 try:
                     outcome: Any = await a.clock.wait(
                         step, idle_deadline if idle_deadline < ka_deadline else ka_deadline
@@ -312,15 +312,6 @@ class Relay:
             a.clock.close()
             a.progress.listener = None
             await self._close(a.stream, a.opening)
-
-    async def _open_in_place(self, a: Attempt) -> UpstreamStream:
-        """A JSON request's open, in the relay's own task, with its `OpenProgress` in context (the
-        client reports a pool wait there)."""
-        token = OPEN_PROGRESS.set(a.progress)
-        try:
-            return await a.provider.open_chat(self.request, a.route_model)
-        finally:
-            OPEN_PROGRESS.reset(token)
 
     def _upstream_raised(self, a: Attempt, exc: Exception) -> list[RelayItem]:
         """The open or a read failed: the route's failure (none to hand out before the commit point)."""
