@@ -191,7 +191,7 @@ def refused_field(fidelity: Fidelity | None, request: GenerationRequest, respons
             return next(iter(extras.only))
         if extras.hosted and not extras.drop_hosted:
             where, tool = next(iter(extras.hosted.items()))
-            return f"{where}.type ({tool}, a hosted tool; or set the model's drop_hosted_tools)"
+            return f"{where}.type ({tool}, a hosted tool; the model's drop_hosted_tools = false refuses it)"
     gemini = request.gemini_api
     if gemini is not None and gemini.body:  # the Gemini door: a `gemini` route takes the body as sent
         if fidelity is not None and fidelity.gemini_as_sent:
