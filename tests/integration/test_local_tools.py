@@ -129,3 +129,19 @@ def test_a_thinking_budget_is_refused_by_the_name_sent(local_server: ServerProce
         {"model": MODEL, "messages": ask, "max_tokens": 4, "reasoning_effort": "high"},
     )
     assert effort.status_code == 200, effort.text
+
+
+def test_a_required_call_is_made_even_when_it_repeats_the_last(local_server: ServerProcess) -> None:
+    # the echo guard leaves the model's message only where the model chose: `required` asks for a call
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": SCHEMA}}]
+    call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+    messages = [
+        {"role": "user", "content": ASK},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Sunny, 21 C"},
+    ]
+    body = {"model": MODEL, "messages": messages, "tools": tools, "tool_choice": "required"}
+    resp = post(local_server, "/v1/chat/completions", body)
+    assert resp.status_code == 200, resp.text
+    choice = resp.json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["tool_calls"], choice

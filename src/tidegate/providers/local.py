@@ -175,13 +175,15 @@ class LocalModel:
             if calling is not None and name is not None:
                 arguments, prompt_tokens, ended = self._arguments(prepared, name, request)
                 if not ended:
-                    emit(
-                        [Failed(code="upstream_error", message="local model: the call's arguments ran out of context")]
+                    message = (
+                        f"local model: the call's arguments did not end within {local_tools.ARGUMENT_TOKENS} tokens"
                     )
+                    emit([Failed(code="upstream_error", message=message)])
                     emit(None)
                     return
-                # a small model echoes the call it was just answered; making it again would loop
-                if not local_tools.same_call(calling, name, arguments):
+                # a small model echoes the call it was just answered; making it again would loop (unless
+                # the client asked for a call: `required` or a named function)
+                if calling.choice != "auto" or not local_tools.same_call(calling, name, arguments):
                     call = ToolCallDelta(index=0, arguments=arguments, id=f"call_{new_ulid()}", name=name)
                     completion = self.count_tokens(arguments)
                     emit([call, UsageReport(prompt=prompt_tokens, completion=completion), Finished("tool_calls")])
