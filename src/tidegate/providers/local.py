@@ -29,6 +29,9 @@ from . import local_tools
 from .local_tools import Calling
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# what a client sends none of: SmolLM2's model card samples at 0.2 / 0.9; at llama.cpp's 0.8 / 0.95
+# the 135M model rarely ends an answer after a tool's result before the context runs out
+TEMPERATURE, TOP_P = 0.2, 0.9
 REPEAT_PENALTY = 1.1
 
 
@@ -150,7 +153,7 @@ class LocalModel:
             max_tokens=max(1, min(local_tools.ARGUMENT_TOKENS, self.n_ctx - len(tokens))),
             # a call's arguments are read, not enjoyed: greedy unless the client asked otherwise
             temperature=0.0 if request.temperature is None else request.temperature,
-            top_p=0.95 if request.top_p is None else request.top_p,
+            top_p=TOP_P if request.top_p is None else request.top_p,
             seed=request.seed,
             grammar=grammar,
         )
@@ -205,8 +208,8 @@ class LocalModel:
         stream = llm.create_completion(
             prepared.tokens,
             max_tokens=max(1, min(prepared.max_tokens, self.n_ctx - len(prepared.tokens))),
-            temperature=0.8 if request.temperature is None else request.temperature,
-            top_p=0.95 if request.top_p is None else request.top_p,
+            temperature=TEMPERATURE if request.temperature is None else request.temperature,
+            top_p=TOP_P if request.top_p is None else request.top_p,
             stop=prepared.stop or None,
             seed=request.seed,
             # a 135M model falls into loops ("1. -", "2. -", ...) until the context ends; llama.cpp's
