@@ -166,10 +166,13 @@ def test_gemini_cli_reads_a_file_on_the_default_config(server: ServerProcess, tm
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
         "tools": {"core": ["read_file"]},  # one tool: the prompt fits the local model
-        # the CLI sends temperature 1 by default: a 135M model's arguments need it greedy
+        # the CLI sends temperature 1: a 135M model's arguments then miss the path (docs/agents.md)
         "modelConfigs": {
             "customOverrides": [
-                {"match": {"model": MODEL}, "modelConfig": {"generateContentConfig": {"temperature": 0}}}
+                {
+                    "match": {"model": MODEL},
+                    "modelConfig": {"generateContentConfig": {"temperature": 0.2, "maxOutputTokens": 256}},
+                }
             ]
         },
     }
