@@ -109,7 +109,7 @@ def secrets_of(server: ServerProcess) -> set[str]:
 
 def start_server(
     workdir: Path,
-    config_toml: str,
+    config_toml: str | None,
     *,
     master_key: str | None = MASTER_KEY,
     extra_env: dict[str, str] | None = None,
@@ -117,11 +117,14 @@ def start_server(
     wait_ready: bool = True,
     port: int | None = None,
 ) -> ServerProcess:
-    """Start `tidegate serve` as a real subprocess on a free port and wait for /readyz."""
+    """Start `tidegate serve` as a real subprocess on a free port and wait for /readyz. `config_toml`
+    None: no `--config`, the embedded default (what `make serve` runs), its SQLite file in `workdir`."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     config_path = workdir / "tidegate.toml"
-    config_path.write_text(config_toml)
+    if config_toml is not None:
+        config_path.write_text(config_toml)
+    config_args = ["--config", str(config_path)] if config_toml is not None else []
     env = {k: v for k, v in os.environ.items() if not k.startswith("TIDEGATE_")}
     if master_key is not None:
         env["TIDEGATE_MASTER_KEY"] = master_key
@@ -132,7 +135,7 @@ def start_server(
     log_path = workdir / "server.log"
     log = open(log_path, "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tidegate", "serve", "--config", str(config_path), "--port", str(port), *(args or [])],
+        [sys.executable, "-m", "tidegate", "serve", *config_args, "--port", str(port), *(args or [])],
         cwd=workdir,
         env=env,
         stdout=log,

@@ -16,6 +16,7 @@ class ReasoningOptions:
     max_tokens: int | None = None  # explicit thinking budget
     summary: str | None = None
     exclude: bool = False
+    field: str = "reasoning"  # the field that asked for it, as its door's client sent it (refusals name it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,21 +64,16 @@ kind = "gemini"
 base_url = "{gemini.base_url}/v1beta"
 api_key_env = "EMU_GEMINI_KEY"
 [models."agent-chat"]
-drop_hosted_tools = true
 routes = [{{ provider = "chat", model = "shell" }}]
 [models."agent-responses"]
 routes = [{{ provider = "oai", model = "shell" }}]
 [models."agent-claude"]
-drop_hosted_tools = true
 routes = [{{ provider = "claude", model = "claude-emu--shell" }}]
 [models."agent-gemini"]
-drop_hosted_tools = true
 routes = [{{ provider = "gemini", model = "gemini-2.5-flash--shell" }}]
 [models."agent-claude-breaks"]
-drop_hosted_tools = true
 routes = [{{ provider = "claude", model = "claude-emu--error" }}]
 [models."agent-fallback"]
-drop_hosted_tools = true
 routes = [{{ provider = "claude", model = "claude-emu--500" }}, {{ provider = "chat", model = "shell" }}]
 """
 
@@ -184,7 +179,7 @@ def test_codex_runs_a_shell_command_and_answers(stack: Stack, model: str, tmp_pa
         sent = stack.chat.last("shell").body
         assert sent["prompt_cache_key"] and sent["parallel_tool_calls"] is True
         names = [t["function"]["name"] for t in sent["tools"]]
-        assert "exec_command" in names and "web_search" not in names  # dropped: drop_hosted_tools
+        assert "exec_command" in names and "web_search" not in names  # dropped: drop_hosted_tools, the default
         assert any(n.startswith("multi_agent_v1__") for n in names)  # a namespace's tools, flattened
     if model == "agent-gemini":  # the call, then its functionResponse with what Codex ran
         call, answer = [r.body for r in stack.gemini.requests if r.scenario == "shell"]

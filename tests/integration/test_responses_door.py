@@ -170,7 +170,6 @@ def test_invalid_field_is_400_naming_it(local_server: ServerProcess, extra: dict
         ({"background": True}, "'background'"),
         ({"service_tier": "priority"}, "'service_tier'"),
         ({"text": {"verbosity": "low"}}, "'text.verbosity'"),
-        ({"tools": [{"type": "web_search"}]}, "'tools[0].type (web_search"),
         ({"tool_choice": {"type": "web_search"}, "tools": [{"type": "web_search"}]}, "'tool_choice'"),
         ({"input": [{"type": "compaction", "encrypted_content": "x"}]}, "'input[0].type'"),
         ({"reasoning": {"mode": "pro"}}, "'reasoning.mode'"),
@@ -187,6 +186,15 @@ def test_a_field_only_the_responses_api_honours_is_refused_by_name(
     err = resp.json()["error"]
     assert err["code"] == "unsupported_parameter" and mentions in err["message"], err
     assert "'local'" in err["message"]
+
+
+def test_a_hosted_tool_is_left_out_by_default_and_named(local_server: ServerProcess) -> None:
+    # what Codex sends on every request: the local route cannot run it, and leaves it out (drop_hosted_tools)
+    body = {"model": "local/smollm2", "input": "Hi!", "max_output_tokens": 4, "tools": [{"type": "web_search"}]}
+    resp = httpx.post(local_server.base_url + RESPONSES, json=body, headers=local_server.headers, timeout=120)
+    assert resp.status_code == 200, resp.text
+    assert resp.headers["x-tidegate-dropped"] == "web_search"
+    assert resp.json()["status"] in ("completed", "incomplete")
 
 
 def test_hints_are_accepted_on_every_route(local_server: ServerProcess) -> None:

@@ -47,8 +47,8 @@ base_url = "{emu.base_url}"
 api_key_env = "EMU_ANTHROPIC_KEY"
 [models."anthropic/claude"]
 routes = [{{ provider = "claude", model = "claude-emu" }}]
-[models."anthropic/claude-drops"]
-drop_hosted_tools = true
+[models."anthropic/claude-refuses"]
+drop_hosted_tools = false
 routes = [{{ provider = "claude", model = "claude-emu" }}]
 """
 
@@ -124,13 +124,13 @@ def test_text_format_json_schema_is_the_routes_structured_output(
     assert upstream["tools"][0]["input_schema"] == schema
 
 
-def test_hosted_tool_is_dropped_only_when_the_model_says_so(
+def test_hosted_tool_is_dropped_unless_the_model_says_refuse(
     claude: tuple[ServerProcess, AnthropicFamilyEmulator],
 ) -> None:
     server, emu = claude
     body = {"input": "hi", "tools": [{"type": "function", "name": "f"}, {"type": "web_search"}]}
     refused = httpx.post(
-        server.base_url + "/v1/responses", json={"model": "anthropic/claude", **body}, headers=server.headers
+        server.base_url + "/v1/responses", json={"model": "anthropic/claude-refuses", **body}, headers=server.headers
     )
     assert refused.status_code == 400 and "x-tidegate-dropped" not in refused.headers
     error = refused.json()["error"]
@@ -140,7 +140,7 @@ def test_hosted_tool_is_dropped_only_when_the_model_says_so(
     for stream in (False, True):
         served = httpx.post(
             server.base_url + "/v1/responses",
-            json={"model": "anthropic/claude-drops", "stream": stream, **body},
+            json={"model": "anthropic/claude", "stream": stream, **body},  # the default: left out
             headers=server.headers,
         )
         assert served.status_code == 200, served.text

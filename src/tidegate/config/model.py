@@ -251,10 +251,10 @@ class ModelConfig(Struct, frozen=True, forbid_unknown_fields=True):
         bool,
         doc(
             "`/v1/responses`: a route that cannot run a hosted tool (`web_search`, ...) leaves it out of its "
-            "request, and the answer says so in `X-Tidegate-Dropped`; `false`: such a route is skipped "
-            "([agents.md](agents.md))"
+            "request (the default), and the answer says so in `X-Tidegate-Dropped`; `false`: such a route "
+            "refuses the request with 400 naming the tool as sent ([agents.md](agents.md))"
         ),
-    ] = False
+    ] = True
     candidates: Annotated[
         tuple[str, ...], doc('`type = "router"` only (required): the catalog chat model ids it chooses among')
     ] = ()

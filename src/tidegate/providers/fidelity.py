@@ -18,6 +18,8 @@ from ..request import GenerationRequest
 from .anthropic_request import json_schema_of, thinking_budget, wants_json
 
 TRANSLATED, PASSED, REFUSED, HINT = "translated", "passed through", "refused", "accepted (hint)"
+# a model that does not think (`Fidelity.thinks`): it meets an effort by doing nothing
+IGNORED, NO_BUDGET = "ignored (no thinking)", "effort ignored; `max_tokens` refused"
 
 # The Chat Completions request fields (OpenAI's API reference), and what tidegate adds (`reasoning`,
 # OpenRouter's shape; `provider`, routing). The Responses and native doors arrive as the same
@@ -148,6 +150,9 @@ class Fidelity:
     checked: bool = True  # False: the client's body goes as sent, unknown fields too; nothing is refused
     messages_as_sent: bool = False  # the Messages door's body and anthropic-* headers go as sent
     gemini_as_sent: bool = False  # the Gemini door's body goes as sent (its `dropped` fields too)
+    # False: a model that does not think. An effort (adaptive thinking, an effort hint) it satisfies
+    # by doing nothing; a thinking budget it cannot honour is refused by the field's name as sent
+    thinks: bool = True
 
 
 OPENAI = Fidelity(dict.fromkeys(CHAT_FIELDS, PASSED), checked=False)
@@ -160,7 +165,17 @@ GEMINI = Fidelity(
     (("cache_control", _cache_markers), ("parallel_tool_calls", _serial_calls)),
     gemini_as_sent=True,
 )
-LOCAL = Fidelity({**HINTS, **_SAMPLING, "seed": TRANSLATED}, (("cache_control", _cache_markers),))
+LOCAL = Fidelity(
+    {
+        **HINTS,
+        **_SAMPLING,
+        **dict.fromkeys(("seed", "tools", "tool_choice", "parallel_tool_calls"), TRANSLATED),
+        "reasoning": NO_BUDGET,
+        "reasoning_effort": IGNORED,
+    },
+    (("cache_control", _cache_markers),),
+    thinks=False,
+)
 NOTES = {
     "response_format": "on `anthropic`, `bedrock` and `vertex`: `json_object` and `json_schema` become one "
     "forced tool (`json_answer`) whose input schema is the client's; its input streams back as the message's "
@@ -191,7 +206,7 @@ def refused_field(fidelity: Fidelity | None, request: GenerationRequest, respons
             return next(iter(extras.only))
         if extras.hosted and not extras.drop_hosted:
             where, tool = next(iter(extras.hosted.items()))
-            return f"{where}.type ({tool}, a hosted tool; or set the model's drop_hosted_tools)"
+            return f"{where}.type ({tool}, a hosted tool; the model's drop_hosted_tools = false refuses it)"
     gemini = request.gemini_api
     if gemini is not None and gemini.body:  # the Gemini door: a `gemini` route takes the body as sent
         if fidelity is not None and fidelity.gemini_as_sent:
@@ -200,6 +215,9 @@ def refused_field(fidelity: Fidelity | None, request: GenerationRequest, respons
             return next(iter(gemini.only))
     if fidelity is None or not fidelity.checked:
         return None
+    reasoning = request.reasoning
+    if not fidelity.thinks and reasoning is not None and reasoning.max_tokens is not None:
+        return reasoning.field  # a budget: thinking asked for by name (an effort alone is ignored)
     for field, refused in fidelity.conditions:
         if refused(request):
             return field
@@ -233,9 +251,13 @@ MESSAGES_ROWS = (
     ("`system` (string or text blocks), `role: system` messages", "as sent", "translated"),
     ("text, image, `tool_use`, `tool_result` blocks", "as sent", "translated"),
     ("`thinking` / `redacted_thinking` blocks (signatures)", "as sent", "translated¹"),
-    ("`tools` (client tools), `tool_choice`", "as sent", "translated (`local`: refused)"),
+    ("`tools` (client tools), `tool_choice`", "as sent", "translated"),
     ("a tool with `defer_loading: true`", "as sent", "left out²"),
-    ("`thinking` (`enabled`, `adaptive`), `output_config.effort`", "as sent", "translated (`local`: refused)"),
+    (
+        "`thinking` (`enabled`, `adaptive`), `output_config.effort`",
+        "as sent",
+        "translated (`local`: `adaptive` and an effort ignored, `enabled` refused)",
+    ),
     ("`output_config.format`", "as sent", "translated (as `response_format` json_schema)"),
     ("`stop_sequences`, `temperature`, `top_p`", "as sent", "translated"),
     ("`cache_control` on blocks and tools", "as sent", "hint³"),

@@ -1,5 +1,8 @@
 """The embedded `local` provider: SmolLM2-135M-Instruct via llama.cpp, in-process.
 
+A request with tools is served with grammar-constrained function calling (`local_tools.py`): the
+model picks a message or a function, then writes the call's arguments under its JSON schema.
+
 Generation runs on one dedicated worker thread (a llama.cpp context is not thread-safe); tokens cross
 to the event loop through `call_soon_threadsafe`, so the loop never blocks. Closing the stream sets a
 stop flag the worker checks after every token, so a disconnect or cancel stops generation at once.
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -18,10 +22,17 @@ from typing import Any
 
 from ..config.model import ProviderConfig
 from ..errors import ProviderFailure
-from ..events import Event, Failed, Finished, Started, TextDelta, UsageReport
+from ..events import Event, Failed, Finished, Started, TextDelta, ToolCallDelta, UsageReport
+from ..ids import new_ulid
 from ..request import GenerationRequest
+from . import local_tools
+from .local_tools import Calling
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# what a client sends none of: SmolLM2's model card samples at 0.2 / 0.9; at llama.cpp's 0.8 / 0.95
+# the 135M model rarely ends an answer after a tool's result before the context runs out
+TEMPERATURE, TOP_P = 0.2, 0.9
+REPEAT_PENALTY = 1.1
 
 
 def default_model_path() -> Path:
@@ -36,23 +47,13 @@ def default_model_path() -> Path:
     return Path(spec.origin).parent / SMOLLM2_FILE
 
 
-def _text_of(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    parts: list[str] = []
-    for part in content:
-        if isinstance(part, dict) and part.get("type") in ("text", "input_text", "output_text"):
-            parts.append(str(part.get("text", "")))
-    return "".join(parts)
-
-
 @dataclass(slots=True)
 class _Prepared:
+    prompt: str
     tokens: list[int]
     stop: list[str]
     max_tokens: int
+    calling: Calling | None = None
 
 
 class LocalModel:
@@ -95,18 +96,19 @@ class LocalModel:
     def prepare(self, request: GenerationRequest) -> _Prepared:
         """Runs on the model thread: apply the chat template, tokenize, check the context window."""
         llm = self._load()
-        messages = []
-        for m in request.messages:
-            role = m.get("role", "user")
-            if role == "developer":
-                role = "system"
-            if role == "tool":
-                messages.append({"role": "user", "content": "Tool result: " + _text_of(m.get("content"))})
-                continue
-            messages.append({"role": role, "content": _text_of(m.get("content"))})
+        calling = local_tools.calling_of(request.tools, request.tool_choice, request.messages)
+        messages = local_tools.history(request.messages, marked=calling is not None)
+        if calling is not None:  # the functions go in the system message (the template's first)
+            if messages and messages[0]["role"] == "system":
+                messages[0] = {
+                    "role": "system",
+                    "content": messages[0]["content"] + local_tools.system_section(calling),
+                }
+            else:
+                messages.insert(0, {"role": "system", "content": local_tools.system_section(calling).lstrip()})
         formatted = self._formatter(messages=messages)
         tokens: list[int] = llm.tokenize(formatted.prompt.encode("utf-8"), add_bos=False, special=True)
-        room = self.n_ctx - len(tokens)
+        room = self.n_ctx - len(tokens) - (local_tools.CHOICE_TOKENS if calling else 0)
         if room <= 0:
             raise ProviderFailure(
                 "invalid_request",
@@ -116,7 +118,47 @@ class LocalModel:
             )
         max_tokens = min(request.max_tokens or room, room)
         stop = list(request.stop) + [s for s in (formatted.stop or []) if isinstance(s, str)]
-        return _Prepared(tokens=tokens, stop=stop, max_tokens=max_tokens)
+        return _Prepared(formatted.prompt, tokens, stop, max_tokens, calling)
+
+    def _tokens(self, text: str) -> list[int]:
+        tokens: list[int] = self._load().tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        return tokens
+
+    def _pick(self, prepared: _Prepared, calling: Calling) -> str | None:
+        """The function the model calls, or None for a message: its own greedy choice under a grammar
+        that allows only `message:` and the functions' names (`required`: only the names)."""
+        if calling.choice not in ("auto", "required"):
+            return calling.choice
+        from llama_cpp.llama_grammar import LlamaGrammar
+
+        grammar = LlamaGrammar.from_string(local_tools.choice_grammar(calling, calling.choice == "auto"), verbose=False)
+        out = self._load().create_completion(
+            prepared.tokens, max_tokens=local_tools.CHOICE_TOKENS, temperature=0.0, grammar=grammar
+        )
+        picked = str(out["choices"][0]["text"]).strip()
+        if not picked.startswith("functions."):
+            return None
+        return picked[len("functions.") :].rstrip(":")
+
+    def _arguments(self, prepared: _Prepared, name: str, request: GenerationRequest) -> tuple[str, int, bool]:
+        """(the call's arguments as the model wrote them under its schema's grammar, their prompt's
+        token count, whether they ended within the room left)."""
+        from llama_cpp.llama_grammar import LlamaGrammar
+
+        function = local_tools.function_named(prepared.calling, name)  # type: ignore[arg-type]
+        grammar = LlamaGrammar.from_json_schema(json.dumps(function.parameters), verbose=False)
+        tokens = self._tokens(f"{prepared.prompt}functions.{name}:\n")
+        out = self._load().create_completion(
+            tokens,
+            max_tokens=max(1, min(local_tools.ARGUMENT_TOKENS, self.n_ctx - len(tokens))),
+            # a call's arguments are read, not enjoyed: greedy unless the client asked otherwise
+            temperature=0.0 if request.temperature is None else request.temperature,
+            top_p=TOP_P if request.top_p is None else request.top_p,
+            seed=request.seed,
+            grammar=grammar,
+        )
+        choice = out["choices"][0]
+        return str(choice["text"]).strip(), len(tokens), choice.get("finish_reason") != "length"
 
     def count_tokens(self, text: str) -> int:
         llm = self._load()
@@ -130,41 +172,69 @@ class LocalModel:
         emit: Any,
     ) -> None:
         """Runs on the model thread; `emit(list[Event] | None)` hands batches to the loop."""
-        llm = self._load()
-        text_parts: list[str] = []
-        finish: str = "stop"
         try:
-            stream = llm.create_completion(
-                prepared.tokens,
-                max_tokens=prepared.max_tokens,
-                temperature=0.8 if request.temperature is None else request.temperature,
-                top_p=0.95 if request.top_p is None else request.top_p,
-                stop=prepared.stop or None,
-                seed=request.seed,
-                stream=True,
-            )
-            for chunk in stream:
-                if stop_flag.is_set():
-                    stream.close()
+            calling = prepared.calling
+            name = None if calling is None else self._pick(prepared, calling)
+            if calling is not None and name is not None:
+                arguments, prompt_tokens, ended = self._arguments(prepared, name, request)
+                if not ended:
+                    message = (
+                        f"local model: the call's arguments did not end within {local_tools.ARGUMENT_TOKENS} tokens"
+                    )
+                    emit([Failed(code="upstream_error", message=message)])
                     emit(None)
                     return
-                choice = chunk["choices"][0]
-                piece = choice.get("text") or ""
-                if piece:
-                    text_parts.append(piece)
-                    emit([TextDelta(piece)])
-                if choice.get("finish_reason"):
-                    finish = "length" if choice["finish_reason"] == "length" else "stop"
-            completion = self.count_tokens("".join(text_parts))
-            emit(
-                [
-                    UsageReport(prompt=len(prepared.tokens), completion=completion),
-                    Finished(reason="length" if finish == "length" else "stop"),
-                ]
-            )
+                # a small model echoes the call it was just answered; making it again would loop (unless
+                # the client asked for a call: `required` or a named function)
+                if calling.choice != "auto" or not local_tools.same_call(calling, name, arguments):
+                    call = ToolCallDelta(index=0, arguments=arguments, id=f"call_{new_ulid()}", name=name)
+                    completion = self.count_tokens(arguments)
+                    emit([call, UsageReport(prompt=prompt_tokens, completion=completion), Finished("tool_calls")])
+                    emit(None)
+                    return
+            if calling is not None:  # the message the model chose (or was left with) follows its marker
+                prepared.tokens = self._tokens(f"{prepared.prompt}{local_tools.MESSAGE}\n")
+            self._stream_text(prepared, request, stop_flag, emit)
         except Exception as exc:  # the model thread must always hand back an ending
             emit([Failed(code="upstream_error", message=f"local model failed: {type(exc).__name__}")])
         emit(None)
+
+    def _stream_text(
+        self, prepared: _Prepared, request: GenerationRequest, stop_flag: threading.Event, emit: Any
+    ) -> None:
+        llm = self._load()
+        text_parts: list[str] = []
+        finish: str = "stop"
+        stream = llm.create_completion(
+            prepared.tokens,
+            max_tokens=max(1, min(prepared.max_tokens, self.n_ctx - len(prepared.tokens))),
+            temperature=TEMPERATURE if request.temperature is None else request.temperature,
+            top_p=TOP_P if request.top_p is None else request.top_p,
+            stop=prepared.stop or None,
+            seed=request.seed,
+            # a 135M model falls into loops ("1. -", "2. -", ...) until the context ends; llama.cpp's
+            # long-standing default penalty lets it reach its end token
+            repeat_penalty=REPEAT_PENALTY,
+            stream=True,
+        )
+        for chunk in stream:
+            if stop_flag.is_set():
+                stream.close()
+                return
+            choice = chunk["choices"][0]
+            piece = choice.get("text") or ""
+            if piece:
+                text_parts.append(piece)
+                emit([TextDelta(piece)])
+            if choice.get("finish_reason"):
+                finish = "length" if choice["finish_reason"] == "length" else "stop"
+        completion = self.count_tokens("".join(text_parts))
+        emit(
+            [
+                UsageReport(prompt=len(prepared.tokens), completion=completion),
+                Finished(reason="length" if finish == "length" else "stop"),
+            ]
+        )
 
 
 class _LocalStream:
@@ -221,13 +291,6 @@ class LocalProvider:
         return self._model
 
     async def open_chat(self, request: GenerationRequest, served_model: str) -> _LocalStream:
-        if request.tools:
-            raise ProviderFailure(  # this route cannot serve it; another route of the model may
-                "unsupported_parameter",
-                "the local model does not support tools; remove 'tools' or pick another model",
-                status=400,
-                retriable=False,
-            )
         model = self._get_model()
         loop = asyncio.get_running_loop()
         prepared = await loop.run_in_executor(model.executor, model.prepare, request)

@@ -19,14 +19,17 @@ HI = [{"role": "user", "content": "hi"}]
 def chat(**body: Any) -> GenerationRequest:
     """A chat-door request: its body as sent, and the fields the door parses that the table's rules read."""
     raw = {"model": "m", "messages": HI, **body}
-    effort = body.get("reasoning_effort")
+    effort, asked = body.get("reasoning_effort"), body.get("reasoning")
+    reasoning = ReasoningOptions(effort=effort, field="reasoning_effort") if effort else None
+    if asked is not None:  # as the chat door parses it
+        reasoning = ReasoningOptions(effort=asked.get("effort"), max_tokens=asked.get("max_tokens"))
     return GenerationRequest(
         model="m",
         messages=HI,
         raw_body=raw,
         response_format=body.get("response_format"),
         tools=body.get("tools"),
-        reasoning=ReasoningOptions(effort=effort) if effort else None,
+        reasoning=reasoning,
     )
 
 
@@ -57,8 +60,11 @@ def test_the_anthropic_kinds(kind: str) -> None:
 def test_openai_passes_everything_and_local_takes_little() -> None:
     assert refused_field("openai", chat(seed=1, logprobs=True, anything=1)) is None
     assert refused_field("local", chat(seed=1, temperature=0.2)) is None
-    assert refused_field("local", chat(tools=[{"type": "function"}])) == "tools"
-    assert refused_field("local", chat(reasoning_effort="high")) == "reasoning_effort"
+    # grammar-constrained function calling (providers/local_tools.py); an effort it meets by not thinking
+    assert refused_field("local", chat(tools=[{"type": "function"}], tool_choice="auto")) is None
+    assert refused_field("local", chat(reasoning_effort="high")) is None
+    assert refused_field("local", chat(reasoning={"effort": "low"})) is None
+    assert refused_field("local", chat(reasoning={"max_tokens": 2000})) == "reasoning"  # a budget, by its name
     marked = [{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]}]
     cached = GenerationRequest(model="m", messages=marked, raw_body={"model": "m", "messages": marked})
     assert refused_field("local", cached) == "cache_control"
@@ -70,7 +76,10 @@ def test_a_canonical_request_from_the_other_doors() -> None:
     assert refused_field("anthropic", GenerationRequest(model="m", messages=HI, seed=3)) == "seed"
     thinking = GenerationRequest(model="m", messages=HI, reasoning=ReasoningOptions(effort="high"))
     assert refused_field("anthropic", thinking) is None
-    assert refused_field("local", thinking) == "reasoning"
+    assert refused_field("local", thinking) is None  # an effort: the local model meets it by not thinking
+    budget = GenerationRequest(model="m", messages=HI, reasoning=ReasoningOptions(max_tokens=4096, field="thinking"))
+    assert refused_field("local", budget) == "thinking"  # named as its door's client sent it
+    assert refused_field("anthropic", budget) is None
 
 
 def test_every_table_rows_chat_fields() -> None:

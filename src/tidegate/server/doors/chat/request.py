@@ -89,7 +89,7 @@ def _reasoning(body: dict[str, Any]) -> ReasoningOptions | None:
     effort = opt_str(body, "reasoning_effort")
     if reasoning is None and effort is None:
         return None
-    opts = ReasoningOptions(effort=effort)
+    opts = ReasoningOptions(effort=effort, field="reasoning" if reasoning is not None else "reasoning_effort")
     if reasoning is not None:
         if reasoning.get("effort") is not None:
             opts.effort = opt_str(reasoning, "effort")

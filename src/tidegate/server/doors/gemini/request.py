@@ -78,6 +78,7 @@ READ_CONFIG = frozenset(
 # thresholds that block nothing: what a route without Google's filters does anyway
 OPEN_THRESHOLDS = frozenset({"BLOCK_NONE", "OFF", "HARM_BLOCK_THRESHOLD_UNSPECIFIED"})
 LEVELS = {"MINIMAL": "minimal", "LOW": "low", "MEDIUM": "medium", "HIGH": "high"}
+THINKING = "generationConfig.thinkingConfig"  # what a refusal of its thinking names
 
 
 def _camel(obj: dict[str, Any]) -> dict[str, Any]:
@@ -331,14 +332,14 @@ def _thinking(config: dict[str, Any]) -> ReasoningOptions | None:
     if level is not None and level not in LEVELS and level != "THINKING_LEVEL_UNSPECIFIED":
         raise InvalidRequest(f"'generationConfig.thinkingConfig.thinkingLevel' must be one of {', '.join(LEVELS)}")
     if budget == 0:
-        return ReasoningOptions(effort="none")
+        return ReasoningOptions(effort="none", field=THINKING)
     if isinstance(level, str) and level in LEVELS:
-        return ReasoningOptions(effort=LEVELS[level], exclude=not shown)
+        return ReasoningOptions(effort=LEVELS[level], exclude=not shown, field=THINKING)
     if budget == -1:
-        return ReasoningOptions(effort="medium", exclude=not shown)
+        return ReasoningOptions(effort="medium", exclude=not shown, field=THINKING)
     if isinstance(budget, int):
         effort = "low" if budget <= 2048 else "medium" if budget <= 16384 else "high"
-        return ReasoningOptions(effort=effort, max_tokens=budget, exclude=not shown)
+        return ReasoningOptions(effort=effort, max_tokens=budget, exclude=not shown, field=THINKING)
     return None
 
 

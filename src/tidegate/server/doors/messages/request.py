@@ -355,18 +355,18 @@ def _reasoning(body: dict[str, Any], only: dict[str, Any]) -> tuple[ReasoningOpt
         if name not in ("effort", "format") and value is not None:
             only[f"output_config.{name}"] = value
     if thinking is None or thinking.get("type") == "disabled":
-        return (ReasoningOptions(effort=effort) if effort else None), False
+        return (ReasoningOptions(effort=effort, field="output_config.effort") if effort else None), False
     omitted = thinking.get("display") == "omitted"
     kind = thinking.get("type")
     if kind == "enabled":
         budget = thinking.get("budget_tokens")
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1024:
             raise InvalidRequest("'thinking.budget_tokens' must be an integer >= 1024")
-        return ReasoningOptions(max_tokens=budget, effort=effort), omitted
+        return ReasoningOptions(max_tokens=budget, effort=effort, field="thinking"), omitted
     if kind == "adaptive":
-        return ReasoningOptions(effort=effort or "medium"), omitted
+        return ReasoningOptions(effort=effort or "medium", field="thinking"), omitted
     only["thinking.type"] = kind  # (between_tools, and what comes next)
-    return ReasoningOptions(effort=effort or "medium"), omitted
+    return ReasoningOptions(effort=effort or "medium", field="thinking"), omitted
 
 
 def _response_format(body: dict[str, Any]) -> dict[str, Any] | None:
