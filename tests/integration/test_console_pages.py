@@ -6,13 +6,14 @@ here, into the `shots` directory (docs/ under `make screenshots`, a temporary on
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, Route, expect, sync_playwright
 from test_console import _chromium
 
 from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
@@ -528,4 +529,28 @@ def test_refused_requests_in_the_logs_filter_and_the_overview_error_rate(
     expect(group.locator("td").last).to_have_text("100.0%")
     rate = page.locator('[data-tile="error-rate"] .tile-value').text_content() or ""
     assert rate.endswith("%") and float(rate[:-1]) > 0, rate
+    assert console.problems() == []
+
+
+def test_a_page_left_while_it_loads_never_draws_over_the_next(
+    gateway: tuple[ServerProcess, str], browser: Browser
+) -> None:
+    """A generation's page whose record is still on its way when the user goes to the live log: the
+    record's late answer must not replace the log with the generation."""
+    server, ops = gateway
+    gid = _stream(server, "m/hello", {"Authorization": f"Bearer {ops}"}).headers["x-generation-id"]
+    console = Console(browser, server, ops)
+    page = console.page
+    held: list[Route] = []
+    page.route(f"**/api/v1/generations/{gid}", lambda route: held.append(route))  # answered when the test says
+    page.goto(f"{console.base}/ui/#/gen/{gid}")
+    deadline = time.monotonic() + 8
+    while not held and time.monotonic() < deadline:
+        page.wait_for_timeout(50)
+    assert held, "the generation's page asked for its record"
+    console.go("/log")
+    expect(page.locator("main h2")).to_have_text("Live log")
+    held[0].continue_()
+    page.wait_for_timeout(500)  # the record's answer arrives, and must change nothing
+    expect(page.locator("main h2")).to_have_text("Live log")
     assert console.problems() == []

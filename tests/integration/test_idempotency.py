@@ -294,8 +294,9 @@ def test_keys_expire_after_retention(tmp_path: Path) -> None:
     server = start_server(tmp_path, config)
     h = {**server.headers, "Idempotency-Key": uuid.uuid4().hex}
     try:
-        first = httpx.post(server.base_url + CHAT, json=body(max_tokens=4, stream=False), headers=h)
-        replay = httpx.post(server.base_url + CHAT, json=body(max_tokens=4, stream=False), headers=h)
+        # the local model's first answer loads it: seconds on a loaded machine, past httpx's default 5 s
+        first = httpx.post(server.base_url + CHAT, json=body(max_tokens=4, stream=False), headers=h, timeout=60)
+        replay = httpx.post(server.base_url + CHAT, json=body(max_tokens=4, stream=False), headers=h, timeout=60)
         assert replay.headers.get("idempotent-replayed") == "true"
     finally:
         server.stop()
@@ -303,7 +304,7 @@ def test_keys_expire_after_retention(tmp_path: Path) -> None:
     port = int(server.base_url.rsplit(":", 1)[1])
     server = start_server(tmp_path, config, port=port)  # startup prunes expired keys
     try:
-        later = httpx.post(server.base_url + CHAT, json=body(max_tokens=4, stream=False), headers=h)
+        later = httpx.post(server.base_url + CHAT, json=body(max_tokens=4, stream=False), headers=h, timeout=60)
         assert later.status_code == 200
         assert "idempotent-replayed" not in later.headers
         assert later.headers["x-generation-id"] != first.headers["x-generation-id"]

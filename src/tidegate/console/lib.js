@@ -5,6 +5,10 @@
 export const main = document.getElementById("main");
 let csrf = "";
 let leaving = [];
+// bumped by leave(): a fetch answered after its page was left settles never, so the view that awaits
+// it goes no further (it would draw over the page the user went to)
+let navigation = 0;
+const ABANDONED = () => new Promise(() => {});
 let unauthorized = () => {};
 
 export function setSession(token) { csrf = token; }
@@ -30,7 +34,9 @@ export async function api(path, options = {}) {
     headers["content-type"] = "application/json";
     options = { ...options, body: JSON.stringify(options.json) };
   }
-  return fetch(path, { ...options, headers, credentials: "same-origin" });
+  const started = navigation;
+  const r = await fetch(path, { ...options, headers, credentials: "same-origin" });
+  return started === navigation ? r : ABANDONED();
 }
 
 export class ApiError extends Error {
@@ -40,7 +46,9 @@ export class ApiError extends Error {
 // the answer's JSON, or an ApiError with the contract's message; a 401 ends the session in the page
 export async function getJson(path, options = {}) {
   const r = await api(path, options);
+  const started = navigation;
   const body = await r.json().catch(() => null);
+  if (started !== navigation) return ABANDONED();
   if (r.ok) return body;
   if (r.status === 401 && !options.headers?.authorization) unauthorized();
   throw new ApiError(r.status, body?.error?.message || `${r.status} ${r.statusText}`);
@@ -55,6 +63,7 @@ export function every(fn, ms) {
 
 // what the page shown so far started ends: called before the next page is built
 export function leave() {
+  navigation++;
   for (const fn of leaving) fn();
   leaving = [];
 }
