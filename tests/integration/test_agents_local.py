@@ -211,3 +211,16 @@ def test_gemini_cli_reads_a_file_on_the_default_config(server: ServerProcess, tm
     results = [e for e in seen if e.get("type") == "tool_result"]
     assert len(results) == 1 and results[0]["status"] == "success", done.stdout  # the CLI read it
     assert_call_then_answer(server, since)
+
+
+def test_the_sessions_api_lists_the_agents_sessions(server: ServerProcess) -> None:
+    """What the console's sessions view shows (docs/sessions.md): after the tests above, Claude Code's
+    and Codex's sessions on the default config, each with its two turns and no failure. (The Gemini
+    API has no session field: Gemini CLI's requests show their agent on their records instead.)"""
+    listed = httpx.get(f"{server.base_url}/api/v1/sessions", headers=server.headers).json()["data"]
+    by_agent = {s["agent"]: s for s in listed}
+    for agent in ("claude-code", "codex"):
+        if agent not in by_agent:
+            pytest.skip(f"{agent} did not run here (see its test)")
+        assert by_agent[agent]["requests"] >= 2 and by_agent[agent]["failed"] == 0, by_agent[agent]
+        assert by_agent[agent]["models"] == [MODEL]
