@@ -180,6 +180,8 @@ class GenerationRecord:
     route_reason: str | None = None
     # buffered MCP generations: each call's server, tool, arguments size, duration and error (§13)
     mcp_calls: list[dict[str, Any]] | None = None
+    # what the serving route left out of the request (hosted tools, Gemini's topK): X-Tidegate-Dropped's names
+    dropped: list[str] | None = None
     reasoning_text: str = ""  # the readable reasoning, apart from the answer (the console shows both)
     # [ms since the request, answer characters, reasoning characters] at each flusher round while it
     # streamed: the pace the console replays it at (gateway/recorder.py, `sample_pace`)
@@ -212,6 +214,7 @@ class GenerationRecord:
             "agent_session": self.agent_session,
             "hints": self.hints,
             **({"mcp_calls": self.mcp_calls} if self.mcp_calls is not None else {}),
+            **({"dropped": self.dropped} if self.dropped is not None else {}),
             **({"cached_from": cached} if (cached := self.cached_from) is not None else {}),
         }
 

@@ -145,6 +145,10 @@ def test_hosted_tool_is_dropped_unless_the_model_says_refuse(
         )
         assert served.status_code == 200, served.text
         assert served.headers["x-tidegate-dropped"] == "web_search"
+        record = httpx.get(
+            f"{server.base_url}/api/v1/generations/{served.headers['x-generation-id']}", headers=server.headers
+        ).json()
+        assert record["dropped"] == ["web_search"]  # the record names it too
     assert [t["name"] for t in sent_to(emu, mark)["tools"]] == ["f"]
 
 

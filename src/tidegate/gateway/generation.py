@@ -72,6 +72,7 @@ class Generation:
 
     async def complete(self) -> GenerationRecord:
         self._price_served_route()
+        self.recorder.record.dropped = list(self.relay.dropped) or None
         record = await self.recorder.finish(
             "completed",
             provider=self.relay.provider,
@@ -88,6 +89,7 @@ class Generation:
         code = failure.code if isinstance(failure, Failed) else failure.get("code")
         status = code if code in ("cancelled", "interrupted") else "failed"
         self._price_served_route()
+        self.recorder.record.dropped = list(self.relay.dropped) or None
         return await self.recorder.finish(
             status,
             provider=self.relay.provider,

@@ -113,6 +113,7 @@ class Relay:
         "breakers",
         "cancel",
         "committed",
+        "dropped",
         "excluded",
         "failures",
         "generation_id",
@@ -162,6 +163,7 @@ class Relay:
         self.committed = False
         self.provider: str | None = None
         self.served_model: str | None = None
+        self.dropped: tuple[str, ...] = ()  # hosted tools the serving route left out (X-Tidegate-Dropped)
         self._route_done = False
         # the current route's open stream, for direct delivery (`attach`)
         self._stream: UpstreamStream | None = None
@@ -416,6 +418,7 @@ class Relay:
         self.served_model = served_model
         self._report_commit()
         dropped = dropped_tools(self.request, getattr(provider, "responses", False), provider.kind in GEMINI_AS_SENT)
+        self.dropped = dropped
         return Committed(
             provider.name,
             served_model,

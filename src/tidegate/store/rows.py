@@ -11,9 +11,9 @@ from ..records import ApiKey, GenerationRecord, usage_dict, usage_from_dict
 GEN_COLUMNS = (
     "id, key_id, model, door, created_at, status, idempotency_key, request_hash, provider, served_model, "
     "attempts, finish_reason, usage, usage_estimated, cost, output_text, error, ttft_ms, duration_ms, mcp_calls, "
-    "reasoning_text, pace, owner, route_reason, agent_session, hints"
+    "reasoning_text, pace, dropped, owner, route_reason, agent_session, hints"
 )
-GEN_COUNT = 26
+GEN_COUNT = 27
 
 
 def recent_sql(placeholder: str, by_key: bool) -> str:
@@ -31,12 +31,12 @@ KEY_COLUMNS = "id, name, secret_hash, created_at, credits, spent, revoked, setti
 # column named in SET rewrites the index entries over it (`created_at`) even when the value is equal.
 FINAL_COLUMNS = (
     "status, provider, served_model, attempts, finish_reason, usage, usage_estimated, cost, output_text, "
-    "error, ttft_ms, duration_ms, mcp_calls, reasoning_text, pace"
+    "error, ttft_ms, duration_ms, mcp_calls, reasoning_text, pace, dropped"
 )
 
 
 def _outcome(r: GenerationRecord) -> tuple[Any, ...]:
-    """The record's FINAL_COLUMNS values; `usage`, `error`, `mcp_calls` and `pace` as JSON text."""
+    """The record's FINAL_COLUMNS values; `usage`, `error`, `mcp_calls`, `pace` and `dropped` as JSON text."""
     return (
         r.status,
         r.provider,
@@ -53,6 +53,7 @@ def _outcome(r: GenerationRecord) -> tuple[Any, ...]:
         orjson.dumps(r.mcp_calls).decode() if r.mcp_calls is not None else None,
         r.reasoning_text,
         orjson.dumps(r.pace).decode() if r.pace is not None else None,
+        orjson.dumps(r.dropped).decode() if r.dropped is not None else None,
     )
 
 
@@ -105,10 +106,11 @@ def record_from_row(row: Any) -> GenerationRecord:
         mcp_calls=orjson.loads(row[19]) if row[19] else None,
         reasoning_text=row[20] or "",
         pace=orjson.loads(row[21]) if row[21] else None,
-        owner=row[22],
-        route_reason=row[23],
-        agent_session=row[24],
-        hints=orjson.loads(row[25]) if row[25] else None,
+        dropped=orjson.loads(row[22]) if row[22] else None,
+        owner=row[23],
+        route_reason=row[24],
+        agent_session=row[25],
+        hints=orjson.loads(row[26]) if row[26] else None,
     )
 
 

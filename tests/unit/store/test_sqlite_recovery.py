@@ -86,7 +86,7 @@ async def test_a_database_from_before_loses_its_dropped_indexes_and_its_running_
             db.execute(f"DROP INDEX {name}")  # an earlier version had none of today's indexes
         for table in _tables_of_migrations_since_0009():  # nor their tables or columns
             db.execute(f"DROP TABLE IF EXISTS {table}")
-        for column in ("agent_session", "hints"):
+        for column in ("agent_session", "hints", "dropped"):  # 0010_agent_sessions, 0016_dropped_tools
             db.execute(f"ALTER TABLE generations DROP COLUMN {column}")
         db.execute("CREATE INDEX generations_status ON generations(status)")
         db.execute("CREATE INDEX generations_created ON generations(created_at)")

@@ -131,6 +131,7 @@ async def test_generation_round_trips_every_field(store: GenerationStore) -> Non
         ttft_ms=None,
         duration_ms=987.25,
         mcp_calls=[{"name": "add", "server_label": "calc", "arguments_bytes": 16, "duration_ms": 3.5, "error": None}],
+        dropped=["web_search", "generationConfig.topK"],
     )
     await store.update_generation(changed)
     assert await store.get_generation("gen_full") == changed
