@@ -53,9 +53,12 @@ def records(server: ServerProcess, since: float) -> list[dict[str, Any]]:
 
 
 def assert_call_then_answer(server: ServerProcess, since: float) -> None:
-    """Two turns: the model's tool call, then (with the agent's result in the history) its message."""
-    call, answer = records(server, since)
-    assert call["status"] == "completed" and call["finish_reason"] == "tool_calls", call
+    """The model's tool call first, its message last (with the agent's result in its history). What
+    it does between is its own: a 135M model sometimes calls again, with the result as its argument."""
+    turns = records(server, since)
+    assert len(turns) >= 2 and all(t["status"] == "completed" for t in turns), turns
+    call, answer = turns[0], turns[-1]
+    assert call["finish_reason"] == "tool_calls", call
     assert answer["status"] == "completed" and answer["finish_reason"] in ("stop", "length"), answer
     assert answer["output_text"].strip(), answer
     # the result the agent sent back is in the second turn's prompt
@@ -108,11 +111,11 @@ def test_claude_code_calls_a_tool_on_the_default_config(server: ServerProcess, t
     seen = events(done.stdout)
     uses = [b for e in seen if e.get("type") == "assistant" for b in e["message"]["content"] if b["type"] == "tool_use"]
     # the arguments are the model's: the path it was shown, and maybe an optional field of the schema
-    assert [(u["name"], u["input"]["file_path"]) for u in uses] == [("Read", str(notes))], done.stdout
+    assert (uses[0]["name"], uses[0]["input"]["file_path"]) == ("Read", str(notes)), done.stdout
     results = [
         b for e in seen if e.get("type") == "user" for b in e["message"]["content"] if b["type"] == "tool_result"
     ]
-    assert len(results) == 1 and MARKER in json.dumps(results[0]["content"]), done.stdout  # Claude Code read it
+    assert MARKER in json.dumps(results[0]["content"]), done.stdout  # Claude Code read it
     assert seen[-1]["type"] == "result" and seen[-1]["subtype"] == "success", seen[-1]
     assert_call_then_answer(server, since)
 
@@ -151,7 +154,7 @@ def test_codex_runs_a_command_on_the_default_config(server: ServerProcess, tmp_p
     assert done.returncode == 0, done.stdout + done.stderr
     seen = events(done.stdout)
     ran = [e["item"] for e in seen if e.get("type") == "item.completed" and e["item"]["type"] == "command_execution"]
-    assert len(ran) == 1 and ran[0]["exit_code"] == 0, done.stdout
+    assert ran and ran[0]["exit_code"] == 0, done.stdout
     assert MARKER in ran[0]["aggregated_output"], done.stdout  # Codex ran it: the file's line
     assert_call_then_answer(server, since)
 
@@ -207,9 +210,10 @@ def test_gemini_cli_reads_a_file_on_the_default_config(server: ServerProcess, tm
     assert done.returncode == 0, done.stdout + done.stderr
     seen = events(done.stdout)
     uses = [e for e in seen if e.get("type") == "tool_use"]
-    assert [u["tool_name"] for u in uses] == ["read_file"], done.stdout
+    assert uses and uses[0]["tool_name"] == "read_file", done.stdout
+    assert uses[0]["parameters"]["file_path"] == str(notes), done.stdout
     results = [e for e in seen if e.get("type") == "tool_result"]
-    assert len(results) == 1 and results[0]["status"] == "success", done.stdout  # the CLI read it
+    assert results[0]["status"] == "success", done.stdout  # the CLI read it
     assert_call_then_answer(server, since)
 
 
