@@ -1,4 +1,4 @@
-"""The response cache's bench (issue 53.8): a streamed cache hit against a relayed answer, at one
+"""The response cache's bench: a streamed cache hit against a relayed answer, at one
 stream at a time, as ratios to the plain relay of the same run (bench/plain_relay.py).
 
     .venv/bin/python bench/cache_hit.py [--requests 200]

@@ -1,4 +1,4 @@
-"""Cancel-storm soak (issue 47.16): the same storm, again and again, against one real `tidegate serve`,
+"""Cancel-storm soak: the same storm, again and again, against one real `tidegate serve`,
 and whether its memory keeps growing.
 
     .venv/bin/python bench/cancel_storm.py                   # 40 storms of 800 streams on one key

@@ -1,4 +1,4 @@
-"""The console overview's render time (issue 54.4): headless Chromium (Debian's `chromium`, driven by
+"""The console overview's render time: headless Chromium (Debian's `chromium`, driven by
 Playwright) opens `/ui/#/overview` on a gateway and reads when the page's last chart was drawn at its
 size, in ms from the navigation's start (the page, its modules, the stats API's answer and uPlot's
 drawing, all included). Budget: 1 s at 1M generation records.

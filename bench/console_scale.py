@@ -1,4 +1,4 @@
-"""The console's API at scale (issue 54.6): seed N generation records (and their rollups) in SQLite
+"""The console's API at scale: seed N generation records (and their rollups) in SQLite
 and in PostgreSQL with `tidegate seed-generations`, start a real `tidegate serve` on each, and time
 every console endpoint 50 times over HTTP: p50/p95 per endpoint against the 300 ms budget, written to
 bench/results/<date>_console-scale.md.

@@ -1,4 +1,4 @@
-"""The agent doors' passthrough cost (issues 49, 50, 51): CPU per paced event of the Responses door on
+"""The agent doors' passthrough cost: CPU per paced event of the Responses door on
 an `openai` route with `responses = true`, the Messages door on an `anthropic` route and the Gemini
 door on a `gemini` route, each as a ratio to the chat door on an `openai` route, the same tidegate
 in the same run, rounds interleaved door by door (budget ≤ 1.2 ×). Measured as `cost` measures it

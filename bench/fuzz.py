@@ -1,4 +1,4 @@
-"""A longer, coverage-guided fuzz run with atheris (issue 42), kept out of CI: the normal suite runs
+"""A longer, coverage-guided fuzz run with atheris, kept out of CI: the normal suite runs
 the same properties with hypothesis for a bounded time (tests/unit/fuzz/).
 
     .venv/bin/pip install atheris

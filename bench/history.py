@@ -3,7 +3,7 @@
     .venv/bin/python bench/history.py            # a markdown table, oldest first
     .venv/bin/python bench/history.py --since 2026-12-03
 
-A full run is a `bench/run.py` result of every scenario of issue 7's set or of issue 52's (`make
+A full run is a `bench/run.py` result of every scenario of the absolute set or of the relay-ratio (`make
 bench` since 2026-12-07; not `--quick`, not a partial `--scenarios` run). Figures are tidegate's,
 added to direct (`+` ms) or against direct / the in-memory store / the plain relay (`×`), with the
 plain relay's beside them where the run had it (`tidegate / relay`). "Emulator µs" is the emulator's
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
-# a full run of issue 7's scenarios (until 2026-12-05), or of issue 52's (`make bench` since)
+# a full run of the absolute scenarios (until 2026-12-05), or of the relay-ratio (`make bench` since)
 FULL = {"capacity", "ttft", "gaps", "cost", "pace", "throughput", "complete", "store"}
 FULL_52 = {"capacity", "ttft", "burst", "gaps", "throughput", "newstreams", "cost", "deployed", "rss"}
 
@@ -66,7 +66,7 @@ def _store(rows: list[Row], variant: str) -> str:
 
 
 def _per_stream(rows: list[Row]) -> str:
-    # issue 7's runs: the cost scenario's, at 256 in flight; issue 52's: one-chunk streams, closed loop
+    # the absolute runs: the cost scenario's, at 256 in flight; the relay-ratio: one-chunk streams, closed loop
     row = _row(rows, "cost", "", "CPU per request") or _row(rows, "newstreams", "", "CPU per new stream")
     tidegate, relay = _value(row, "tidegate"), _value(row, "relay")
     if tidegate is None:

@@ -1,4 +1,4 @@
-"""Benchmark tidegate against the upstream directly and against LiteLLM proxy (issue 7).
+"""Benchmark tidegate against the upstream directly and against LiteLLM proxy.
 
     .venv/bin/python bench/run.py            # every scenario, 3 interleaved rounds (make bench)
     .venv/bin/python bench/run.py --quick    # a smoke run, < 2 minutes
@@ -33,7 +33,7 @@ import report
 import scenarios as sc
 from procstat import core_shares, core_ticks
 
-# every scenario, in the order a run takes them; DEFAULT is `make bench` (issue 52's budgets)
+# every scenario, in the order a run takes them; DEFAULT is `make bench` (the relay-ratio budgets)
 ALL = (
     "capacity", "ttft", "burst", "gaps", "throughput", "newstreams", "cost", "pace", "complete",
     "deployed", "store", "scale", "rss", "doors",

@@ -1,4 +1,4 @@
-"""The benchmark scenarios of issue 7. Each runs rounds interleaved over the targets and returns rows.
+"""The benchmark scenarios. Each runs rounds interleaved over the targets and returns rows.
 
 A row is one metric for every target (median over rounds), how to compare it, and the tidegate
 budget it is checked against (None when the issue sets no budget for it).
@@ -240,7 +240,7 @@ def ttft(ctx: Ctx) -> list[Row]:
         )
         r50 = Row("ttft", v, "TTFT p50", "ms", res["p50"])
         r99 = Row("ttft", v, "TTFT p99", "ms", res["p99"])
-        if c == 1:  # issue 52: what tidegate adds over the floor relay of the same run
+        if c == 1:  # the relay-ratio budget: what tidegate adds over the floor relay of the same run
             r50.budget, r50.ok = "≤ relay + 1 ms", check(added(res["p50"], base="relay"), 1.0)
         rows += [r50, r99]
     # The budget's "p99 at 256 concurrent streams": 256 in flight, arrivals spread over a stream's
@@ -254,7 +254,7 @@ def ttft(ctx: Ctx) -> list[Row]:
         {"p50": _p("ttft_ms", "p50"), "p99": _p("ttft_ms", "p99")},
         lambda t: load(ctx, t, "ttft", v, shape, timeout=180, **plan),
     )
-    # issue 7's "added ≤ 5 ms" here moved with the hour more than with the code; issue 52 judges the
+    # the absolute "added ≤ 5 ms" here moved with the hour more than with the code; the relay-ratio budgets judge the
     # tails at 200 and 1,000 streams against the relay instead (`burst`)
     r99 = Row("ttft", v, "TTFT p99", "ms", res["p99"])
     return [*rows, Row("ttft", v, "TTFT p50", "ms", res["p50"]), r99]
@@ -300,10 +300,10 @@ def pace(ctx: Ctx) -> list[Row]:
 
 
 def throughput(ctx: Ctx) -> list[Row]:
-    """Unpaced streams: chunks/s and CPU per chunk (issue 7's budgets). Not judged against the relay:
+    """Unpaced streams: chunks/s and CPU per chunk (the absolute budgets). Not judged against the relay:
     it copies whatever one read brought (hundreds of chunks of an unpaced stream in one write) where
     tidegate parses every event, so its figure here is the batching, not a floor; `cost` measures
-    paced chunks, one read each, which is what issue 52's ratio is judged on."""
+    paced chunks, one read each, which is what the relay-ratio ratio is judged on."""
     rows: list[Row] = []
     shape = "bench-2000x0"
     levels = [(1, 1), (4, 4)] if ctx.quick else [(1, 4), (16, 16), (64, 64)]
@@ -339,7 +339,7 @@ def cost(ctx: Ctx) -> list[Row]:
     """Where a gateway's CPU goes at the 256-stream load: the same arrivals (256 in flight, 256 new/s)
     once with 1 paced chunk per stream and once with 50. CPU per request = the 1-chunk run's gateway
     CPU / streams; CPU per paced chunk = (50-chunk CPU − 1-chunk CPU) / (streams × 49). The direct
-    column is the emulator's own. Passthrough and translated; issue 52's budgets: per paced chunk
+    column is the emulator's own. Passthrough and translated; the relay-ratio budgets: per paced chunk
     ≤ 1.2 × the relay's passthrough, translated ≤ 2 × (the relay cannot translate)."""
     n = 256 if ctx.quick else 768
     rows: list[Row] = []

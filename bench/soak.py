@@ -1,4 +1,4 @@
-"""Soak (issue 42): many streams over many minutes against one real `tidegate serve`, with a mix of
+"""Soak: many streams over many minutes against one real `tidegate serve`, with a mix of
 successes, fallbacks, mid-stream failures, cancellations and client drops; then the checks.
 
     .venv/bin/python bench/soak.py                          # 10,000 streams over 10 minutes

@@ -229,7 +229,7 @@ def test_reasoning_before_content(stack: Stack, kind: str) -> None:
 @pytest.mark.parametrize("kind", kinds())
 def test_parallel_tool_calls_accumulate_identically(stack: Stack, kind: str) -> None:
     body = request_body(kind, "tools", marker())
-    if kind == "local":  # a real model: one grammar-bound call a turn (docs/agents.md), its arguments its own
+    if kind == "local":  # a real model: one grammar-bound call a turn (docs/local-agents.md), its arguments its own
         _local_tool_call(stack, body)
         return
     argument_deltas: dict[int, str] = {}

@@ -1,4 +1,4 @@
-"""What the config and the gateway refuse to point at or forward (issues 47.6, 47.8, 47.9, 47.13, 55.7),
+"""What the config and the gateway refuse to point at or forward,
 through real `tidegate check-config` and `tidegate serve` processes."""
 
 from __future__ import annotations

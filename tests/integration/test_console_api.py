@@ -1,4 +1,4 @@
-"""The console's JSON API at scale (docs/console-api.md, issue 54) through real gateways on each store:
+"""The console's JSON API at scale (docs/console-api.md) through real gateways on each store:
 series from the rollups after real requests (a failed one too), the log's filters and keyset
 paging, the audit log of the keys admin API, body logging per key and per model with its
 retention, the routes' last failures with secrets redacted, and what a non-admin key may see."""

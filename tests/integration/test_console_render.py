@@ -1,4 +1,4 @@
-"""The overview's render time (issue 54.4): bench/console_render.py's measurement, on a store seeded by
+"""The overview's render time: bench/console_render.py's measurement, on a store seeded by
 `tidegate seed-generations`, in headless Chromium against a real `tidegate serve`. The bench runs it
 at 1M records (docs/console.md, "Render time"); here a smaller store keeps the test short, under the
 same 1 s budget."""

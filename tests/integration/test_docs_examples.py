@@ -1,4 +1,4 @@
-"""The examples of docs/routing.md and docs/keys.md, run against a real `tidegate serve` (issue 55.9):
+"""The examples of docs/routing.md and docs/keys.md, run against a real `tidegate serve`:
 the router model block served and asked, the key-creating requests sent to a gateway with the default
 catalog, and what `tidegate keys list` then prints."""
 

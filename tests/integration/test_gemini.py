@@ -1,4 +1,4 @@
-"""The `gemini` kind end to end (issue 40): a real tidegate in front of the Gemini emulator, on Google AI
+"""The `gemini` kind end to end: a real tidegate in front of the Gemini emulator, on Google AI
 (`x-goog-api-key`) and on Vertex AI (`project`, a bearer token), driven with the official `openai` SDK
 and raw SSE reads. Each test asserts what the upstream received and what the client got back."""
 

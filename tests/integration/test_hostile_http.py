@@ -1,4 +1,4 @@
-"""What a hostile client meets before the app (issue 42, docs/api-edges.md §16), against a real `tidegate
+"""What a hostile client meets before the app (docs/api-edges.md §16), against a real `tidegate
 serve` with small limits: head size and header count, head and body timeouts, idle connections, the
 per-worker connection cap, and malformed HTTP answered in the contract's JSON shape.
 """

@@ -1,4 +1,4 @@
-"""Hostile upstreams (issue 42): garbage bytes, endless lines, a 10 MB event, a response head that
+"""Hostile upstreams: garbage bytes, endless lines, a 10 MB event, a response head that
 never ends, a TLS server with a certificate nobody trusts, an upstream that accepts and never answers.
 Each ends as the contract's failure (docs/api.md §4: a JSON error before the response starts, the
 failure chunk and no `[DONE]` after it) and leaves the generation's record final.

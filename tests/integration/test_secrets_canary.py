@@ -1,4 +1,4 @@
-"""No secret is ever logged, stored in clear or echoed (issue 42): a canary API key and a canary
+"""No secret is ever logged, stored in clear or echoed: a canary API key and a canary
 provider key through a gateway at DEBUG logging — successes, upstreams that echo the request head they
 received (the provider key among it) in an error body before the stream starts, in an in-band error
 after it and inside a normal delta (split between two reads), a wrong key that contains the canary,

@@ -1,4 +1,4 @@
-"""Streams that never lie (issue 4), on the `openai` kind with injected faults and a real server.
+"""Streams that never lie, on the `openai` kind with injected faults and a real server.
 
 After the commit point every failure ends the stream with exactly one failure chunk and no `[DONE]`,
 and never falls back; keep-alives are written during upstream silence without resetting the idle

@@ -1,8 +1,8 @@
 """The upstream HTTP/1.1 client: keep-alive pools, one asyncio protocol per connection, httptools.
 
-Why not aiohttp (the original design's Stack named it): its response, connection, parser and stream reader
+Why not aiohttp: its response, connection, parser and stream reader
 held several times the memory per open stream and cost more CPU per upstream read and per request
-than this client (measured in `bench/results/history.md`, round four). It does only what the
+than this client (measured in `bench/results/history.md`). It does only what the
 upstream kinds need: `POST`/`GET` with a bytes body, `http` and `https` (system trust store),
 keep-alive reuse, chunked / sized / until-close bodies, gzip and deflate decoding, and
 back-pressure (reading pauses while `READ_HIGH_WATER` bytes wait unread).

@@ -1,4 +1,4 @@
-"""Function calling on the local model, with llama.cpp's grammars (docs/agents.md, "The local model").
+"""Function calling on the local model, with llama.cpp's grammars (docs/local-agents.md).
 
 The technique is llama-cpp-python's own `chatml-function-calling` chat format, built here from the
 library's public pieces (`LlamaGrammar.from_string`, `LlamaGrammar.from_json_schema`) because that

@@ -1,4 +1,4 @@
-"""Configuration declared once (issue 41): the reference tables in docs/configuration.md and the JSON
+"""Configuration declared once: the reference tables in docs/configuration.md and the JSON
 schema in docs/tidegate.schema.json are made from `config/model.py`'s structs, and both agree with the loader."""
 
 from __future__ import annotations

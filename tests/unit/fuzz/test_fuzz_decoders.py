@@ -1,4 +1,4 @@
-"""Property tests (issue 42) of what reads untrusted bytes from upstreams: the OpenAI, Anthropic and
+"""Property tests of what reads untrusted bytes from upstreams: the OpenAI, Anthropic and
 Bedrock stream decoders, with hypothesis in the normal suite (bounded examples and time).
 
 Properties, for any input: nothing escapes but the decoders' own contract (events, or `ValueError` /

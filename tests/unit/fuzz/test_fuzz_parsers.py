@@ -1,4 +1,4 @@
-"""Property tests (issue 42) of what reads untrusted input from clients and operators: every door's
+"""Property tests of what reads untrusted input from clients and operators: every door's
 request parser and the config loader. For any JSON a client can send, a parser returns its typed
 request or raises the contract's error (`TidegateError`, answered as a 4xx JSON error); for any TOML
 document an operator can write, the loader returns a config or raises `ConfigError` naming the key.

@@ -1,4 +1,4 @@
-"""Property tests (issue 42) of the incremental SSE decoder (`tidegate.sse`), the one every upstream
+"""Property tests of the incremental SSE decoder (`tidegate.sse`), the one every upstream
 stream and the client SDK read through: any bytes, split anywhere, give the same events, the same
 last event id and comment count; nothing escapes but `SSEProtocolError`, and only past the caps.
 """
@@ -102,7 +102,7 @@ data_reads = st.lists(
 @FUZZ
 @given(before=streams, read=st.one_of(data_reads, streams), after=streams)
 def test_the_fast_path_decodes_as_the_reference_decoder(before: bytes, read: bytes, after: bytes) -> None:
-    """Differential (issue 41): whatever came before, a read the fast path takes gives the events
+    """Differential: whatever came before, a read the fast path takes gives the events
     `feed` gives, and leaves the decoder as `feed` would for what comes after."""
     fast = _via_fast_path(before, read, after)
     reference = _via_reference(before, read, after)

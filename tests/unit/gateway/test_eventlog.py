@@ -53,7 +53,7 @@ def test_logpack_writes_one_run_head_and_every_length_before_the_bytes() -> None
 
 
 def test_logpack_reads_blobs_written_with_a_head_per_entry() -> None:
-    """The layout before runs (stop 20 and earlier): a big-endian (seq, length) head per entry."""
+    """The layout before runs (older databases): a big-endian (seq, length) head per entry."""
     frames = [b'data: {"choices":[{"delta":{"content":"w%d"}}]}\n\n' % i for i in range(300)]
     older = b"".join(seq.to_bytes(8, "big") + len(f).to_bytes(4, "big") + f for seq, f in enumerate(frames, 7))
     assert older[:1] == b"\x00"

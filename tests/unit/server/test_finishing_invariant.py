@@ -1,4 +1,4 @@
-"""The invariant behind every generation (issue 42, docs/api-edges.md §16): whatever raises while a door
+"""The invariant behind every generation (docs/api-edges.md §16): whatever raises while a door
 finishes, the record is final (`failed`) and the client gets its door's failure ending — the chat
 failure chunk and no `[DONE]` once the stream started, a JSON 502 before that.
 

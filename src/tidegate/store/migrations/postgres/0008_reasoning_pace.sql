@@ -1,4 +1,4 @@
--- The console's generation page (issue 39): the reasoning apart from the answer, and the stream's
+-- The console's generation page (docs/console.md): the reasoning apart from the answer, and the stream's
 -- pace, [[ms since the request, answer characters, reasoning characters], ...] sampled by the
 -- flusher's rounds.
 -- depends: 0007_mcp_calls

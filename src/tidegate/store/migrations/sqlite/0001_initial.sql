@@ -1,5 +1,5 @@
 -- The tables of the versions before migrations (IF NOT EXISTS: a database they made takes this as applied).
--- Dropped from databases made before: `generations_status` (stop 19) and `generations_created` (stop 30:
+-- Dropped from databases made before: `generations_status` and `generations_created` (each cost
 -- a third B-tree page in every record's first commit, for an hourly prune that now starts from the log
 -- batches it deletes).
 CREATE TABLE IF NOT EXISTS api_keys (

@@ -1,4 +1,4 @@
--- Each MCP call of a buffered generation (docs/api-operations.md §13, issue 38): server, tool, arguments size,
+-- Each MCP call of a buffered generation (docs/api-operations.md §13): server, tool, arguments size,
 -- duration and error, as one JSON list; never the arguments or the output themselves.
 -- depends: 0006_keys
 ALTER TABLE generations ADD COLUMN mcp_calls TEXT;
