@@ -4,7 +4,7 @@ call against a gateway started exactly as `make serve` starts it: no `--config`,
 reaches the internet; each agent runs headless with its home in a temporary directory, telemetry off.
 
 Each agent's own tool list is cut to one tool and its system prompt to one line on its command line, so
-its prompt fits the local route's context (docs/agents.md, "The local model"). A 135M model does not
+its prompt fits the local route's context (docs/local-agents.md). A 135M model does not
 decide to call a tool from a plain request: the prompt shows it the call (`functions.<name>:` and the
 arguments, the function-calling format the local route lists its tools in), and the model's own greedy
 choice under the grammar picks that function and writes its arguments. The agent runs the tool, sends
@@ -32,7 +32,7 @@ from helpers import ServerProcess, start_server
 
 MODEL = "local/smollm2"  # the embedded default's chat model
 MARKER = "TIDEGATE-LOCAL-SECRET"
-# one tool and a one-line system prompt: the prompt fits the local model (docs/agents.md)
+# one tool and a one-line system prompt: the prompt fits the local model (docs/local-agents.md)
 CLAUDE_ARGS = ["--model", MODEL, "--tools", "Read", "--allowedTools", "Read", "--system-prompt", "You read files."]
 
 
@@ -77,6 +77,15 @@ def agent_env(tmp_path: Path, server: ServerProcess, **extra: str) -> dict[str, 
     }
 
 
+def run_agent(command: list[str], env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The agent headless, to its end (it must succeed); its output kept for the assertions."""
+    done = subprocess.run(
+        command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
 def events(stdout: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
 
@@ -98,16 +107,11 @@ def test_claude_code_calls_a_tool_on_the_default_config(server: ServerProcess, t
     )
     prompt = "functions.Read:\n" + json.dumps({"file_path": str(notes)})
     since = time.time()
-    done = subprocess.run(
+    done = run_agent(
         [str(claude), "-p", prompt, *CLAUDE_ARGS, "--max-turns", "3", "--output-format", "stream-json", "--verbose"],
         cwd=work,
         env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=600,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
     seen = events(done.stdout)
     uses = [b for e in seen if e.get("type") == "assistant" for b in e["message"]["content"] if b["type"] == "tool_use"]
     # the arguments are the model's: the path it was shown, and maybe an optional field of the schema
@@ -140,18 +144,13 @@ def test_codex_runs_a_command_on_the_default_config(server: ServerProcess, tmp_p
     # Codex sends web_search (a hosted tool) on every request: the local route leaves it out (the default)
     cut = ["multi_agent", "goals", "view_image", "apps", "plugins", "tool_suggest", "sleep_tool", "skill_search"]
     since = time.time()
-    done = subprocess.run(
+    done = run_agent(
         [str(codex), "exec", "--strict-config", "--skip-git-repo-check", "--json"]
         + ["--dangerously-bypass-approvals-and-sandbox", "-C", str(work)]
         + [arg for feature in cut for arg in ("--disable", feature)]
         + ["-c", f'model_instructions_file="{instructions}"', prompt],
         env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=600,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
     seen = events(done.stdout)
     ran = [e["item"] for e in seen if e.get("type") == "item.completed" and e["item"]["type"] == "command_execution"]
     assert ran and ran[0]["exit_code"] == 0, done.stdout
@@ -169,7 +168,7 @@ def test_gemini_cli_reads_a_file_on_the_default_config(server: ServerProcess, tm
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
         "tools": {"core": ["read_file"]},  # one tool: the prompt fits the local model
-        # the CLI sends temperature 1: a 135M model's arguments then miss the path (docs/agents.md)
+        # the CLI sends temperature 1: a 135M model's arguments then miss the path (docs/local-agents.md)
         "modelConfigs": {
             "customOverrides": [
                 {
@@ -198,16 +197,11 @@ def test_gemini_cli_reads_a_file_on_the_default_config(server: ServerProcess, tm
     )
     prompt = "functions.read_file:\n" + json.dumps({"file_path": str(notes)})
     since = time.time()
-    done = subprocess.run(
+    done = run_agent(
         [str(gemini), "-p", prompt, "-m", MODEL, "--output-format", "stream-json"],
         cwd=work,
         env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=600,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
     seen = events(done.stdout)
     uses = [e for e in seen if e.get("type") == "tool_use"]
     assert uses and uses[0]["tool_name"] == "read_file", done.stdout
