@@ -323,8 +323,12 @@ class Recorder:
             self.usage = self._estimate()
         return self.usage
 
+    def _generated(self) -> tuple[str, str]:
+        """What the estimate counts: the answer with its tool arguments, and the reasoning."""
+        return self.output_text + "".join(self.tool_args), "".join(self.reasoning)
+
     def _estimate(self) -> UsageReport:
-        output, reasoning = self.output_text + "".join(self.tool_args), "".join(self.reasoning)
+        output, reasoning = self._generated()
         try:
             return estimate_usage(self.messages, output, reasoning)
         except Exception:  # never a reason for a generation not to end and be billed
@@ -337,8 +341,7 @@ class Recorder:
         if self.usage is not None:
             return
         if self.stopping and not tokenizer_loaded():
-            output, reasoning = self.output_text + "".join(self.tool_args), "".join(self.reasoning)
-            self.usage = rough_usage(self.messages, output, reasoning)
+            self.usage = rough_usage(self.messages, *self._generated())
             return
         await tokenizer_ready()
         if self.usage is None:
