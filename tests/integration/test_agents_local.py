@@ -77,11 +77,19 @@ def agent_env(tmp_path: Path, server: ServerProcess, **extra: str) -> dict[str, 
     }
 
 
-def run_agent(command: list[str], env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """The agent headless, to its end (it must succeed); its output kept for the assertions."""
-    done = subprocess.run(
-        command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600
-    )
+def run_agent(
+    command: list[str], env: dict[str, str], cwd: Path | None = None, again_if: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The agent headless, to its end (it must succeed); its output kept for the assertions.
+    `again_if`: what the agent prints when the model's answer ran to the end of its room; the run is
+    made once more then, and only then (a 135M model's answer after a tool result sometimes never
+    ends: 1 run in about 10 here; the gateway reporting the cut is right, the agent then fails)."""
+    for attempt in range(2):
+        done = subprocess.run(
+            command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600
+        )
+        if done.returncode == 0 or again_if is None or again_if not in done.stdout or attempt == 1:
+            break
     assert done.returncode == 0, done.stdout + done.stderr
     return done
 
@@ -150,6 +158,7 @@ def test_codex_runs_a_command_on_the_default_config(server: ServerProcess, tmp_p
         + [arg for feature in cut for arg in ("--disable", feature)]
         + ["-c", f'model_instructions_file="{instructions}"', prompt],
         env=env,
+        again_if="Incomplete response returned, reason: max_output_tokens",
     )
     seen = events(done.stdout)
     ran = [e["item"] for e in seen if e.get("type") == "item.completed" and e["item"]["type"] == "command_execution"]
