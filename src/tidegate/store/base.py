@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
 from ..records import ApiKey, BeginResult, GenerationRecord, LogRun
+from ..store_url import StoreBackend
 from .admit import Ask, Decision
 
 
@@ -55,6 +56,11 @@ class SharedRouteHealth(Protocol):
 
 class Lifecycle(Protocol):
     """A store's life: connect, answer a health check, forget what is past keeping."""
+
+    @property
+    def backend_name(self) -> StoreBackend:
+        """Which backend package holds this store's side of each concern (store/backends.py)."""
+        ...
 
     async def open(self) -> None: ...
 

@@ -1,6 +1,6 @@
 """The exact response cache's storage (docs/api-edges.md §18): its own small protocol, apart from
-`GenerationStore`, with one implementation per store (`sqlite_cache.py`, `postgres_cache.py`,
-`redis_cache.py`) over that store's connections, so every instance on one store shares the entries
+`GenerationStore`, with one implementation per store (`sqlite/cache.py`, `postgres/cache.py`,
+`redis/cache.py`) over that store's connections, so every instance on one store shares the entries
 and one ceiling (`[cache] max_total_bytes`): each store keeps the entries' total and their order of
 last use, and a `put` past the ceiling evicts the least recently used."""
 

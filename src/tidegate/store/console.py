@@ -204,7 +204,7 @@ class Bodies:
 
 
 class ConsoleStore(Protocol):
-    """The console's reads and the writes that feed them, per store (sqlite_console.py, ...)."""
+    """The console's reads and the writes that feed them, per store (sqlite/console.py, ...)."""
 
     async def series(self, query: SeriesQuery) -> list[Bucket]:
         """The non-empty buckets of the query, one per (bucket start, group)."""

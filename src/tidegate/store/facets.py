@@ -1,54 +1,36 @@
 """Each store's side for a concern kept apart from `GenerationStore` (the cache, agent sessions, the
-console, route affinity, conversation owners): one small protocol per concern in its own module, one class per store in
-`<store>_<concern>.py`, and here the one place that picks the class for the open store. Kept apart
-from the protocol modules so that no module both names a protocol and imports its implementations
-(an import circle). Each backend's module is imported only when used."""
+console, route affinity, conversation owners): one small protocol per concern in its own module, one
+class per backend in that backend's package (`store/<backend>/<concern>.py`), picked here through the
+open store's `Backend` (store/backend.py)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any, cast
-
 from .affinity import AffinityStore
+from .backends import backend
+from .base import GenerationStore
 from .cache import CacheStore
 from .console import ConsoleStore
 from .owners import OwnerStore
 from .sessions import SessionStore
 
-# the store class's name -> the prefix of its concern modules and classes
-_BACKENDS = {
-    "SQLiteStore": ("sqlite", "SQLite"),
-    "PostgresStore": ("postgres", "Postgres"),
-    "RedisStore": ("redis", "Redis"),
-}
 
-
-def _facet(store: Any, concern: str, cls: str) -> Any:
-    """`<backend>_<concern>.<Backend><cls>(store)` for the open store's backend."""
-    kind = type(store).__name__
-    if kind not in _BACKENDS:
-        raise TypeError(f"no {concern} store for {kind}")
-    module, prefix = _BACKENDS[kind]
-    return getattr(importlib.import_module(f".{module}_{concern}", __package__), prefix + cls)(store)
-
-
-def cache_store(store: Any) -> CacheStore:
+def cache_store(store: GenerationStore) -> CacheStore:
     """The cache's storage over the store the gateway opened (the same connections)."""
-    return cast(CacheStore, _facet(store, "cache", "Cache"))
+    return backend(store.backend_name).cache(store)
 
 
-def sessions_of(store: Any) -> SessionStore:
-    return cast(SessionStore, _facet(store, "sessions", "Sessions"))
+def sessions_of(store: GenerationStore) -> SessionStore:
+    return backend(store.backend_name).sessions(store)
 
 
-def console_of(store: Any) -> ConsoleStore:
-    return cast(ConsoleStore, _facet(store, "console", "Console"))
+def console_of(store: GenerationStore) -> ConsoleStore:
+    return backend(store.backend_name).console(store)
 
 
-def affinity_of(store: Any) -> AffinityStore:
-    return cast(AffinityStore, _facet(store, "affinity", "Affinity"))
+def affinity_of(store: GenerationStore) -> AffinityStore:
+    return backend(store.backend_name).affinity(store)
 
 
-def owners_of(store: Any) -> OwnerStore:
+def owners_of(store: GenerationStore) -> OwnerStore:
     """Who owns each upstream conversation id (store/owners.py)."""
-    return cast(OwnerStore, _facet(store, "owners", "Owners"))
+    return backend(store.backend_name).owners(store)

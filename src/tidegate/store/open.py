@@ -4,23 +4,14 @@ types), so the concrete stores import `base.py` and nothing imports them back.""
 from __future__ import annotations
 
 from ..store_url import store_backend
+from .backends import backend
 from .base import GenerationStore
 
 
 def open_store(url: str) -> GenerationStore:
-    """The store for `url` (`sqlite://`, `redis://` / `rediss://`, `postgresql://` / `postgres://`);
-    each backend's module is imported only when used (their drivers are optional extras)."""
-    backend = store_backend(url)
-    if backend == "sqlite":
-        from .sqlite import SQLiteStore
-
-        return SQLiteStore(url)
-    if backend == "redis":
-        from .redis import RedisStore
-
-        return RedisStore(url)
-    if backend == "postgres":
-        from .postgres import PostgresStore
-
-        return PostgresStore(url)
-    raise ValueError(f"store.url: scheme not available in this build: {url.split('://')[0]}")
+    """The store for `url` (`sqlite://`, `redis://` / `rediss://`, `postgresql://` / `postgres://`)."""
+    name = store_backend(url)
+    if name is None:
+        raise ValueError(f"store.url: scheme not available in this build: {url.split('://')[0]}")
+    store: GenerationStore = backend(name).store(url)
+    return store

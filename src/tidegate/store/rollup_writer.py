@@ -1,7 +1,7 @@
 """Ended records' console rollups summed in memory and written once a second (docs/console-api.md).
 
 SQLite and Redis write them this way (PostgreSQL adds them in the record's final statement,
-store/postgres_rollups.py): on SQLite their upserts in each record's own transaction took a request
+store/postgres/rollups.py): on SQLite their upserts in each record's own transaction took a request
 from 3.5 to 7.2 WAL pages (tests/unit/store/test_sqlite_recovery.py); on Redis they were a pipeline
 of ~22 commands per record, 7 % of a Redis-backed request's CPU. Every store's readers flush first,
 so a process sees its own latest records at once, and another process sharing the store within a

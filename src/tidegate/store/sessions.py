@@ -2,7 +2,7 @@
 `agent_session` seen since a time, behind a protocol of its own (`SessionStore`), apart from
 `GenerationStore`. The SQL stores group by the record's `agent_session` column (indexed with
 `created_at`, migration 0010, and after `key_id` for a key's own list, migration 0012); Redis keeps
-zsets of session records by time, per key and for all keys (store/redis_sessions.py).
+zsets of session records by time, per key and for all keys (store/redis/sessions.py).
 """
 
 from __future__ import annotations

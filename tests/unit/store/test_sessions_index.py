@@ -32,10 +32,10 @@ from tidegate.records import GenerationRecord
 from tidegate.store.base import GenerationStore
 from tidegate.store.facets import sessions_of
 from tidegate.store.open import open_store
-from tidegate.store.postgres_sessions import _BY_KEY as PG_BY_KEY
+from tidegate.store.postgres.sessions import _BY_KEY as PG_BY_KEY
 from tidegate.store.redis import RedisStore
 from tidegate.store.sessions import models_sql
-from tidegate.store.sqlite_sessions import _BY_KEY, _p
+from tidegate.store.sqlite.sessions import _BY_KEY, _p
 
 
 def _record(key_id: str, session: str | None, model: str, created_at: float) -> GenerationRecord:

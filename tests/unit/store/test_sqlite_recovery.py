@@ -34,7 +34,7 @@ async def test_a_request_writes_at_most_six_and_a_half_wal_frames(tmp_path: Path
     then the table's page again (an index on status added two more, one on `created_at` one: 4.19); the
     console's keyset indexes (created_at, key_id and model, each with id: docs/console-api.md) take it
     from 3.5 to 6.2, the price of every log page answering in milliseconds at 1,000,000 records. The
-    console's rollups are not written in the record's transaction (store/sqlite_console.py): there
+    console's rollups are not written in the record's transaction (store/sqlite/console.py): there
     they added one more page a request (7.2)."""
     path = tmp_path / "t.db"
     store = SQLiteStore(f"sqlite:///{path}")

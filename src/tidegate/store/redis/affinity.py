@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .redis import RedisStore
+    from .store import RedisStore
 
 
 class RedisAffinity:

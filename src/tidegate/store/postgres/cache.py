@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .cache import CacheCounts, CacheEntry, CountRow, hour_of
-from .postgres import PostgresStore
-from .sqlite_cache import COLUMNS, count_rows, entry_from_row, entry_params, over_ceiling, purge_where
+from ..cache import CacheCounts, CacheEntry, CountRow, hour_of
+from ..cache_sql import COLUMNS, count_rows, entry_from_row, entry_params, over_ceiling, purge_where
+from .store import PostgresStore
 
 COUNT_SQL = (
     "INSERT INTO cache_counts AS c (hour, model, key_id, hits, misses, bypasses, bytes, saved_cost)"

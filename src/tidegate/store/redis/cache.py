@@ -11,8 +11,8 @@ from typing import Any
 
 import orjson
 
-from .cache import CacheCounts, CacheEntry, CountRow, hour_of
-from .redis import RedisStore
+from ..cache import CacheCounts, CacheEntry, CountRow, hour_of
+from .store import RedisStore
 
 COUNTS_KEPT_S = 31 * 86400
 _FIELDS = ("hits", "misses", "bypasses", "bytes", "saved_cost")

@@ -10,14 +10,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
-from ..records import ApiKey, BeginResult, GenerationRecord, LogRun
-from . import logpack, sqlite_keys, sqlite_rollups
-from . import sqlite_leases as leases
-from .admit import Ask, Decision
-from .base import LogTail, SharedRouteHealth, polling_follow
-from .group_commit import GroupCommit, immediate, is_locked
-from .rows import FINAL_COLUMNS, GEN_COLUMNS, GEN_COUNT, final_params, recent_sql, record_from_row, record_params
-from .schema import apply_in_memory, upgrade
+from ...records import ApiKey, BeginResult, GenerationRecord, LogRun
+from ...store_url import StoreBackend
+from .. import logpack
+from ..admit import Ask, Decision
+from ..base import LogTail, SharedRouteHealth, polling_follow
+from ..group_commit import GroupCommit, immediate, is_locked
+from ..rows import FINAL_COLUMNS, GEN_COLUMNS, GEN_COUNT, final_params, recent_sql, record_from_row, record_params
+from ..schema import apply_in_memory, upgrade
+from . import keys as sqlite_keys
+from . import leases
+from . import rollups as sqlite_rollups
 
 T = TypeVar("T")
 
@@ -117,6 +120,8 @@ class SQLiteStore:
     a commit costs nothing to group); its logs are deflated before they are written, as the file's
     and Redis's (it holds them in the gateway's RAM for `retention_hours`).
     """
+
+    backend_name: StoreBackend = "sqlite"
 
     def __init__(self, url: str) -> None:
         self.path = _path_from_url(url)
@@ -260,7 +265,7 @@ class SQLiteStore:
         except sqlite3.Error:
             return False
 
-    # --- keys (store/sqlite_keys.py) ---------------------------------------------------------------
+    # --- keys (store/sqlite/keys.py) ---------------------------------------------------------------
     def create_key_sync(self, key: ApiKey) -> None:
         immediate(self._db(), lambda db: sqlite_keys.create(db, key))
 
@@ -367,7 +372,7 @@ class SQLiteStore:
         rows = await self._read(lambda db: db.execute(sql, params).fetchall())
         return [record_from_row(r) for r in rows]
 
-    # --- leases (docs/api-operations.md §10: `sqlite_leases.py`) ----------------------------------------------------
+    # --- leases (docs/api-operations.md §10: `sqlite/leases.py`) ----------------------------------------------------
     async def renew_lease(self, owner: str, ttl_s: float) -> bool:
         held = await self._run(
             lambda: immediate(self._db(), lambda db: leases.renew(db, owner, ttl_s, self._lease_first))

@@ -1,4 +1,4 @@
-"""The console's store on SQLite (store/console.py); its rollups are written by sqlite_rollups.py."""
+"""The console's store on SQLite (store/console.py); its rollups are written by sqlite/rollups.py."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .console import AuditEntry, Bodies, Bucket, LogFilter, Rollup, SeriesQuery
-from .console_sql import (
+from ..console import AuditEntry, Bodies, Bucket, LogFilter, Rollup, SeriesQuery
+from ..console_sql import (
     AUDIT_COLUMNS,
     audit_sql,
     bucket_of,
@@ -17,12 +17,12 @@ from .console_sql import (
     rollup_cutoffs,
     series_sql,
 )
-from .group_commit import immediate
-from .rows import record_from_row
+from ..group_commit import immediate
+from ..rows import record_from_row
 
 if TYPE_CHECKING:
-    from ..records import GenerationRecord
-    from .sqlite import SQLiteStore
+    from ...records import GenerationRecord
+    from .store import SQLiteStore
 
 
 def _p(i: int) -> str:

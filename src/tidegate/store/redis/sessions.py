@@ -1,5 +1,5 @@
 """Agent sessions on Redis (store/sessions.py), from the indexes the record scripts keep
-(store/redis_scripts.py, `PUT_GEN` and `BEGIN`): `sessions:key:{key_id}` and `sessions:all`, zsets of
+(store/redis/scripts.py, `PUT_GEN` and `BEGIN`): `sessions:key:{key_id}` and `sessions:all`, zsets of
 the ids of records in an agent session by created_at. A listing reads the ids since `since` from the
 caller's index, then those records' session fields: a key's listing never reads another key's
 records, and nobody's reads a record outside a session.
@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .sessions import SessionSummary, summarise_records
+from ..sessions import SessionSummary, summarise_records
 
 if TYPE_CHECKING:
-    from .redis import RedisStore
+    from .store import RedisStore
 
 _FIELDS = ("agent_session", "hints", "model", "usage", "cost", "created_at", "key_id", "status")
 _BATCH = 500  # records read per pipeline

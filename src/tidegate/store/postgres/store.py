@@ -16,14 +16,15 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import asyncpg  # type: ignore[import-untyped]
 import orjson
 
-from ..records import INTERRUPTED_ERROR, ApiKey, BeginResult, GenerationRecord, LogRun
-from . import logpack
-from . import postgres_keys as pg_keys
-from . import postgres_rollups as pg_rollups
-from .admit import Ask, Decision
-from .base import LogTail, SharedRouteHealth, polling_follow
-from .rows import GEN_COLUMNS, GEN_COUNT, recent_sql, record_from_row, record_params
-from .schema import upgrade
+from ...records import INTERRUPTED_ERROR, ApiKey, BeginResult, GenerationRecord, LogRun
+from ...store_url import StoreBackend
+from .. import logpack
+from ..admit import Ask, Decision
+from ..base import LogTail, SharedRouteHealth, polling_follow
+from ..rows import GEN_COLUMNS, GEN_COUNT, recent_sql, record_from_row, record_params
+from ..schema import upgrade
+from . import keys as pg_keys
+from . import rollups as pg_rollups
 
 _GEN_COLUMNS = GEN_COLUMNS
 _GEN_NAMES = [c.strip() for c in _GEN_COLUMNS.split(",")]
@@ -33,7 +34,7 @@ _UPDATE_GEN = (
     + ", ".join(f"{c} = ${i + 2}" for i, c in enumerate(_GEN_NAMES[1:]))
     + " WHERE id = $1 AND status = 'in_progress'"  # a record a lease sweep marked keeps its outcome
 )
-# The final update and the record's rollups in one statement (store/postgres_rollups.py)
+# The final update and the record's rollups in one statement (store/postgres/rollups.py)
 _FINAL_GEN = pg_rollups.final_update(_UPDATE_GEN, GEN_COUNT + 1)
 # A flush writes one row per run of entries (`logpack`): a row per entry cost a stream with an
 # Idempotency-Key more than the rest of its relay (an index entry, a heap tuple and WAL per chunk). A run
@@ -118,6 +119,8 @@ class _Connection(asyncpg.Connection):  # type: ignore[misc]
 
 
 class PostgresStore:
+    backend_name: StoreBackend = "postgres"
+
     def __init__(self, url: str, *, schema: str | None = None, max_connections: int = 10) -> None:
         self.dsn, url_schema = _split_url(url)
         self.schema = schema if schema is not None else url_schema
@@ -162,7 +165,7 @@ class PostgresStore:
         except (asyncpg.PostgresError, OSError, RuntimeError, TimeoutError, asyncpg.InterfaceError):
             return False
 
-    # --- keys (store/postgres_keys.py) -------------------------------------------------------------
+    # --- keys (store/postgres/keys.py) -------------------------------------------------------------
     async def create_key(self, key: ApiKey) -> None:
         await pg_keys.create(self.pool, key)
 

@@ -1,5 +1,5 @@
 """The console's store on PostgreSQL (store/console.py). A record's final update and its rollups are
-one statement (postgres_rollups.py); this module reads them."""
+one statement (postgres/rollups.py); this module reads them."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .console import AuditEntry, Bodies, Bucket, LogFilter, Rollup, SeriesQuery
-from .console_sql import (
+from ..console import AuditEntry, Bodies, Bucket, LogFilter, Rollup, SeriesQuery
+from ..console_sql import (
     AUDIT_COLUMNS,
     audit_sql,
     bucket_of,
@@ -17,11 +17,11 @@ from .console_sql import (
     rollup_cutoffs,
     series_sql,
 )
-from .rows import record_from_row
+from ..rows import record_from_row
 
 if TYPE_CHECKING:
-    from ..records import GenerationRecord
-    from .postgres import PostgresStore
+    from ...records import GenerationRecord
+    from .store import PostgresStore
 
 
 def _p(i: int) -> str:

@@ -14,7 +14,7 @@ import time
 
 import orjson
 
-from ..records import INTERRUPTED_ERROR
+from ...records import INTERRUPTED_ERROR
 
 _INTERRUPT = (
     "UPDATE generations SET status = 'interrupted', finish_reason = 'error', error = ?"

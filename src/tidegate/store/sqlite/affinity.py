@@ -9,7 +9,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .sqlite import SQLiteStore
+    from .store import SQLiteStore
 
 _GET = "SELECT route FROM route_affinity WHERE affinity_key = ? AND expires_at > ?"
 _PUT = "INSERT OR REPLACE INTO route_affinity (affinity_key, route, expires_at) VALUES (?, ?, ?)"

@@ -1,5 +1,5 @@
 """The Redis store's Lua scripts: every change that touches several keys is one script, so it is
-atomic across every gateway sharing the server (`store/redis.py` registers and runs them)."""
+atomic across every gateway sharing the server (`store/redis/store.py` registers and runs them)."""
 
 CREATE_KEY = """
 if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[2]) == 1 then
@@ -146,7 +146,7 @@ return 1
 """
 
 # KEYS: gen, owner set of the new owner, tail channel, the console's index of ended records, the
-# sessions index of the record's key and of all keys (store/redis_sessions.py).
+# sessions index of the record's key and of all keys (store/redis/sessions.py).
 # ARGV: mode, old-owner-set prefix, in_progress flag, id, created_at, in-a-session flag, fields...
 # An update (a generation's outcome) is written only while the record is still in progress: one a
 # lease sweep marked `interrupted` keeps that outcome. A record of an agent session is indexed when

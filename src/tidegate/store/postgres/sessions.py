@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .sessions import SessionSummary, models_sql, sessions_sql, summaries
+from ..sessions import SessionSummary, models_sql, sessions_sql, summaries
 
 if TYPE_CHECKING:
-    from .postgres import PostgresStore
+    from .store import PostgresStore
 
 
 def _p(i: int) -> str:

@@ -1,7 +1,7 @@
 """Redis store (`redis://host:port/db?prefix=tidegate:&retention_hours=24&max_connections=64`), shared by many gateways.
 
 Layout, every key under `prefix` (default `tidegate:`):
-- keys: `key:{id}`, `keyhash:{secret_hash}`, `keys`, `resv:{id}` (store/redis_keys.py).
+- keys: `key:{id}`, `keyhash:{secret_hash}`, `keys`, `resv:{id}` (store/redis/keys.py).
 - `gen:{id}` hash, one JSON-encoded value per `GenerationRecord` field (Lua can read/patch `status`).
 - `idem:{len(key_id)}:{key_id}:{idempotency_key}` hash (gen, hash, created_at) + `idem` zset by created_at.
 - `log:{id}:{kind}` zset, one member per run of entries a flush wrote (`logpack`: its first seq, every
@@ -10,7 +10,7 @@ Layout, every key under `prefix` (default `tidegate:`):
   generations that have logs, by the generation's created_at (for `prune`).
 - `owner:{owner}` set of the generation ids that owner has in progress (what a lease sweep marks).
 - `sessions:key:{key_id}` and `sessions:all` zsets of the ids of records in an agent session, by
-  created_at, written as the record is created (store/redis_sessions.py).
+  created_at, written as the record is created (store/redis/sessions.py).
 - `lease:{owner}` a key that expires with the owner's lease (Redis's clock: no skew between hosts);
   `leases` set of the owners that took a lease and have not been swept.
 
@@ -32,11 +32,14 @@ from redis.asyncio.client import PubSub
 from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
-from ..records import INTERRUPTED_ERROR, ApiKey, BeginResult, GenerationRecord, LogRun, usage_dict, usage_from_dict
-from . import logpack, redis_keys, redis_rollups
-from . import redis_scripts as scripts
-from .admit import Ask, Decision
-from .base import LogTail, SharedRouteHealth
+from ...records import INTERRUPTED_ERROR, ApiKey, BeginResult, GenerationRecord, LogRun, usage_dict, usage_from_dict
+from ...store_url import StoreBackend
+from .. import logpack
+from ..admit import Ask, Decision
+from ..base import LogTail, SharedRouteHealth
+from . import keys as redis_keys
+from . import rollups as redis_rollups
+from . import scripts
 
 DEFAULT_PREFIX = "tidegate:"
 DEFAULT_MAX_CONNECTIONS = 64  # per gateway process, for commands (`?max_connections=N` in the URL)
@@ -101,6 +104,8 @@ def _gen_from(values: dict[str, Any]) -> GenerationRecord:
 
 
 class RedisStore:
+    backend_name: StoreBackend = "redis"
+
     def __init__(self, url: str, *, prefix: str | None = None, retention_hours: float | None = None) -> None:
         self.url, params = _split_url(url)
         self.prefix = prefix if prefix is not None else params.get("prefix", DEFAULT_PREFIX)
@@ -178,7 +183,7 @@ class RedisStore:
         except (RedisError, OSError, RuntimeError):
             return False
 
-    # --- keys (store/redis_keys.py) ----------------------------------------------------------------
+    # --- keys (store/redis/keys.py) ----------------------------------------------------------------
     async def create_key(self, key: ApiKey) -> None:
         await self._run(
             "create_key",
@@ -286,7 +291,7 @@ class RedisStore:
         if log:
             await self.append_log(record.id, log)  # first: the outcome is never seen before its log
         written = await self._put("update", record)
-        if written and record.status != "in_progress":  # indexed by the script; rollups: store/redis_rollups.py
+        if written and record.status != "in_progress":  # indexed by the script; rollups: store/redis/rollups.py
             self.rollups.add(record)
         return written
 
@@ -419,7 +424,7 @@ class RedisStore:
         return out
 
     def route_health(self) -> SharedRouteHealth:
-        from .redis_routes import RedisRouteHealth
+        from .routes import RedisRouteHealth
 
         return RedisRouteHealth(lambda: self._redis, self._k)
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .redis import RedisStore
+    from .store import RedisStore
 
 
 class RedisOwners:

@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .postgres import PostgresStore
+    from .store import PostgresStore
 
 _GET = "SELECT route FROM route_affinity WHERE affinity_key = $1 AND expires_at > $2"
 _PUT = (

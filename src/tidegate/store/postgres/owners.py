@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .postgres import PostgresStore
+    from .store import PostgresStore
 
 _GET = "SELECT id, key_id FROM response_owners WHERE id = ANY($1::text[]) AND expires_at > $2"
 # one statement for every id; an expired row is taken over, a live one keeps its owner

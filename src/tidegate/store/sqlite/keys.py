@@ -10,9 +10,9 @@ from typing import Any
 
 import orjson
 
-from ..records import ApiKey
-from .admit import Ask, Counters, Decision, charge, correct_tokens, decide, roll_period
-from .rows import FAILED_STATUSES, KEY_COLUMNS, USAGE_GROUPS, key_from_row, key_params, usage_row
+from ...records import ApiKey
+from ..admit import Ask, Counters, Decision, charge, correct_tokens, decide, roll_period
+from ..rows import FAILED_STATUSES, KEY_COLUMNS, USAGE_GROUPS, key_from_row, key_params, usage_row
 
 # the live reservations of a key: those whose holder's lease has not expired (a crashed gateway's
 # stop counting the moment its lease does)

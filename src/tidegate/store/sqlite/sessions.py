@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .sessions import SessionSummary, models_sql, sessions_sql, summaries
+from ..sessions import SessionSummary, models_sql, sessions_sql, summaries
 
 if TYPE_CHECKING:
-    from .sqlite import SQLiteStore
+    from .store import SQLiteStore
 
 
 def _p(i: int) -> str:

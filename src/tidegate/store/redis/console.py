@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, cast
 
 import orjson
 
-from .console import (
+from ..console import (
     HIST_BUCKETS,
     RESOLUTIONS,
     AuditEntry,
@@ -29,10 +29,10 @@ from .console import (
 )
 
 if TYPE_CHECKING:
-    from ..records import GenerationRecord
-    from .redis import RedisStore
+    from ...records import GenerationRecord
+    from .store import RedisStore
 
-from .redis_rollups import _SEP, _SUM
+from .rollups import _SEP, _SUM
 
 _PAGE = 200  # ids read from `console:gens` per round while a filtered page fills
 _SCAN_LIMIT = 20_000  # records looked at for one filtered page at most (Redis has no per-filter index)
@@ -106,7 +106,7 @@ class RedisConsole:
         return found[:limit]
 
     async def _records(self, ids: list[str]) -> list[GenerationRecord]:
-        from .redis import _gen_from
+        from .store import _gen_from
 
         pipe = self.store._redis.pipeline(transaction=False)
         for gid in ids:

@@ -1,6 +1,6 @@
-"""Redis's console rollups (docs/console-api.md; the layout in redis_console.py, which reads them):
+"""Redis's console rollups (docs/console-api.md; the layout in redis/console.py, which reads them):
 summed in memory and written once a second by `rollup_writer.RollupWriter`, one pipeline of
-HINCRBYs for every (bucket, group) that changed. Apart from redis_console.py so that the store
+HINCRBYs for every (bucket, group) that changed. Apart from redis/console.py so that the store
 imports only what it writes."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .console import RESOLUTIONS
-from .rollup_writer import RollupWriter
+from ..console import RESOLUTIONS
+from ..rollup_writer import RollupWriter
 
 _SEP = "\x1f"
 _SUM = "\x1e"

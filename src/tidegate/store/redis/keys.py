@@ -4,7 +4,7 @@ Layout (under the store's prefix): `key:{id}` hash, each field JSON-encoded (`se
 document; the counters `spent`, `period_start`, `rpm_tat`, `tpm_tat` numbers), `keyhash:{hash}` -> id,
 `keys` zset of ids by created_at, `resv:{id}` hash of the key's live reservations (generation id ->
 `{"owner", "amount", "tokens"}`; one whose owner's `lease:` key expired is dropped by the next
-admission). Admission and settlement are Lua scripts (store/redis_scripts.py) on Redis's clock, so
+admission). Admission and settlement are Lua scripts (store/redis/scripts.py) on Redis's clock, so
 every gateway sharing the Redis shares the limits.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
-from ..records import ApiKey
-from .admit import Decision
+from ...records import ApiKey
+from ..admit import Decision
 
 Run = Callable[[str, list[str], list[Any]], Awaitable[Any]]
 KEY_FIELDS = ("id", "name", "secret_hash", "created_at", "credits", "spent", "revoked", "settings", "period_start")

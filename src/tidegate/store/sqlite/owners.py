@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .sqlite import SQLiteStore
+    from .store import SQLiteStore
 
 # an expired row is taken over by a new binding; a live one keeps its owner (ids are the upstream's)
 _PUT = (

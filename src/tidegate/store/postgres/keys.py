@@ -9,9 +9,9 @@ from typing import Any
 import asyncpg  # type: ignore[import-untyped]
 import orjson
 
-from ..records import ApiKey
-from .admit import Ask, Counters, Decision, charge, correct_tokens, decide, roll_period
-from .rows import FAILED_STATUSES, KEY_COLUMNS, USAGE_GROUPS, key_from_row, key_params, usage_row
+from ...records import ApiKey
+from ..admit import Ask, Counters, Decision, charge, correct_tokens, decide, roll_period
+from ..rows import FAILED_STATUSES, KEY_COLUMNS, USAGE_GROUPS, key_from_row, key_params, usage_row
 
 _LIVE = (
     "SELECT COUNT(*), COALESCE(SUM(r.amount), 0) FROM reservations r JOIN leases l ON l.owner = r.owner"

@@ -1,6 +1,6 @@
 """A PostgreSQL record's final update and its console rollups in one statement (docs/console-api.md):
 the update as a CTE, the buckets' upsert only from the row it updated, so an ended record costs the
-round trip it always did. Apart from postgres_console.py, which reads them, so that the store
+round trip it always did. Apart from postgres/console.py, which reads them, so that the store
 imports only what it writes."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..records import GenerationRecord
-from .console import HIST_BUCKETS, RESOLUTIONS, Rollup
-from .console_sql import rollup_add
-from .rollup_writer import RollupWriter
+from ...records import GenerationRecord
+from ..console import HIST_BUCKETS, RESOLUTIONS, Rollup
+from ..console_sql import rollup_add
+from ..rollup_writer import RollupWriter
 
 _ADD = rollup_add(lambda i: f"${i}")
 
