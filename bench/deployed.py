@@ -1,4 +1,4 @@
-"""Issue 52's scenarios: performance as deployed, each figure read against the plain relay of the same run.
+"""The deployed scenarios: performance as deployed, each figure read against the plain relay of the same run.
 
 - `burst`: 200 and 1,000 streams started in one instant against one provider (its default
   `max_connections`, 1000): TTFT p99, chunk gap p99, the wall time until the last stream ended.

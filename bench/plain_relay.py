@@ -2,7 +2,7 @@
 
 A plain ASGI app on uvicorn (uvloop + httptools) that forwards `POST /v1/chat/completions` to one
 upstream through one aiohttp session and copies the answer back chunk by chunk as it arrives: no
-auth, no validation, no routing, no parsing of the stream, no store, no translation. Issue 7 quotes
+auth, no validation, no routing, no parsing of the stream, no store, no translation. The budgets quote
 it ("about 25 µs of CPU per passthrough chunk and about 0.8 ms added to time to first token"); the
 harness runs it beside tidegate (`--targets direct,relay,tidegate`) so a budget tidegate misses can
 be read against what the same machine allows a gateway that does none of tidegate's work.

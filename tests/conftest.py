@@ -13,7 +13,7 @@ from helpers import STARTED, ServerProcess, local_config, secrets_of, start_serv
 
 @pytest.fixture(scope="session", autouse=True)
 def no_secret_in_any_gateways_log_or_store() -> Iterator[None]:
-    """Issue 42: every gateway of the suite runs at DEBUG logging; when the session ends, no log and no
+    """Every gateway of the suite runs at DEBUG logging; when the session ends, no log and no
     store file of any of them holds a secret it was given (its master key, its provider keys, AWS's)."""
     yield
     for server in STARTED:  # a gateway a test left running (its log is whole): it must not outlive the session

@@ -172,7 +172,7 @@ def test_text_stream_and_usage(server: ServerProcess, emulator: AnthropicFamilyE
 def test_prompt_cache_markers_pass_through_and_cache_tokens_are_priced(
     server: ServerProcess, emulator: AnthropicFamilyEmulator, model: str
 ) -> None:
-    """Issue 40: `cache_control` on parts and tools reaches every Anthropic kind as sent; cache reads and
+    """`cache_control` on parts and tools reaches every Anthropic kind as sent; cache reads and
     writes come back in `prompt_tokens_details` and the record prices each at its own rate."""
     mark = marker()
     ephemeral, hour = {"type": "ephemeral"}, {"type": "ephemeral", "ttl": "1h"}

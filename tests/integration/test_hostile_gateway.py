@@ -1,4 +1,4 @@
-"""Issue 42's findings on the gateway side, each reproduced against a real `tidegate serve`
+"""Hostile input on the gateway side, each reproduced against a real `tidegate serve`
 (docs/api-edges.md §16): an out-of-range `Last-Event-ID`, a 1.9 MB model name echoed whole, `/metrics` without
 a key on a non-loopback bind, and provider URLs that must never be accepted.
 """

@@ -1,9 +1,10 @@
-"""Issue 42's first finding, reproduced: a ~1,000,000-character prompt whose usage must be estimated.
+"""A ~1,000,000-character prompt whose usage must be estimated.
 
-Before the fix the tokenizer raised `Input too long to encode safely` inside the recorder's finish: a
-keyless stream whose client dropped stayed `in_progress` with cost 0 forever, a streamed answer
-ended after its `stop` chunk with neither `[DONE]` nor the failure chunk, a non-stream answer was a
-500 after the upstream had answered. Now each ends as the contract says and is billed (docs/api-edges.md §16).
+The tokenizer raises `Input too long to encode safely` on such a text; raised inside the recorder's
+finish it would leave a keyless stream whose client dropped `in_progress` with cost 0, end a streamed
+answer after its `stop` chunk with neither `[DONE]` nor the failure chunk, and turn a non-stream answer
+into a 500 after the upstream had answered. Each ends as the contract says and is billed
+(docs/api-edges.md §16).
 """
 
 from __future__ import annotations
