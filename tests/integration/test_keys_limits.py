@@ -134,6 +134,11 @@ def test_admin_api_lifecycle_and_bad_input(gateway: ServerProcess) -> None:
     assert _error(httpx.get(gateway.base_url + KEYS + "/key_nope", headers=_master(gateway))) == (404, "not_found")
     assert _error(httpx.put(item, json={}, headers=_master(gateway))) == (405, "method_not_allowed")
     assert _error(httpx.put(gateway.base_url + KEYS, json={}, headers=_master(gateway))) == (405, "method_not_allowed")
+    # a route's path asked with another method: 405, and `Allow` names the route's (server/route.py)
+    refused = httpx.get(item + "/credits", headers=_master(gateway))
+    assert (_error(refused), refused.headers["allow"]) == ((405, "method_not_allowed"), "POST")
+    refused = httpx.get(gateway.base_url + "/v1/chat/completions", headers=_master(gateway))
+    assert (_error(refused), refused.headers["allow"]) == ((405, "method_not_allowed"), "POST")
 
     # the key's models: another is 403 model_not_allowed
     assert _chat(gateway, secret).status_code == 200

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .. import metrics, tracing
@@ -22,22 +20,15 @@ from ..records import ApiKey
 from ..store.base import GenerationStore
 from ..store.facets import console_of
 from ..store.open import open_store
-from . import access_log, heap, models, ops, rejections, replay
-from .admin import audit, console, generations, stats
-from .admin import cache as cache_admin
-from .admin import keys as keys_admin
-from .admin import routes as routes_admin
-from .admin import sessions as sessions_admin
+from . import access_log, admin, heap, models, ops, rejections, replay
+from .admin import console
 from .bodies import UnfinishedBodies
-from .doors.chat import handler as chat
-from .doors.embeddings import handler as embeddings_door
+from .doors import chat, embeddings, gemini, images, messages, responses
 from .doors.gemini import handler as gemini_door
-from .doors.images import handler as images_door
 from .doors.messages import handler as messages_door
-from .doors.responses import handler as responses_door
-from .doors.responses import native as native_door
 from .hosts import HostCheck
 from .http import Receive, Request, Scope, Send
+from .route import Found, Route, RouteTable
 from .runtime import shortcuts
 from .runtime.drain import Drain
 from .state import AppState
@@ -45,75 +36,27 @@ from .state import AppState
 log = logging.getLogger("tidegate.server")
 HOUSEKEEPING_INTERVAL_S = 3600.0
 
-KeyedHandler = Callable[[Request, AppState, ApiKey], Awaitable[None]]
-
-# (method, path pattern, handler, needs a generation id)
-_ROUTES: list[tuple[str, re.Pattern[str], KeyedHandler]] = [
-    ("POST", re.compile(r"^/v1/chat/completions$"), chat.chat_completions),
-    ("POST", re.compile(r"^/v1/responses$"), responses_door.responses),
-    ("POST", re.compile(r"^/v1/messages$"), messages_door.messages),
-    ("POST", re.compile(r"^/v1/messages/count_tokens$"), messages_door.count_message_tokens),
-    ("POST", gemini_door.ACTION, gemini_door.model_action),
-    ("GET", gemini_door.MODELS, gemini_door.list_models),
-    ("GET", gemini_door.MODEL, gemini_door.get_model),
-    ("POST", re.compile(r"^/api/v1/llm/responses$"), native_door.native_responses),
-    ("POST", re.compile(r"^/api/v1/llm/responses/replay$"), replay.replay),
-    ("POST", re.compile(r"^/v1/embeddings$"), embeddings_door.embeddings),
-    ("POST", re.compile(r"^/v1/images/generations$"), images_door.openai_images),
-    ("POST", re.compile(r"^/api/v1/images/generations$"), images_door.native_images),
-    ("GET", re.compile(r"^/api/v1/generations$"), generations.list_generations),
-    ("GET", re.compile(r"^/api/v1/generations/(?P<id>[0-9A-Za-z]{1,64})$"), generations.get_generation),
-    ("GET", re.compile(r"^/api/v1/routes$"), routes_admin.list_routes),
-    ("GET", re.compile(r"^/api/v1/sessions$"), sessions_admin.list_sessions),
-    ("GET", re.compile(r"^/api/v1/stats/series$"), stats.stats_series),
-    ("GET", re.compile(r"^/api/v1/audit$"), audit.list_audit),
-    ("*", re.compile(r"^/api/v1/cache$"), cache_admin.purge),
-    ("GET", re.compile(r"^/api/v1/cache/stats$"), cache_admin.stats),
-    # the keys admin API: one handler per path, which answers its methods (docs/api-operations.md §11)
-    ("*", re.compile(r"^/api/v1/keys$"), keys_admin.keys_collection),
-    ("*", re.compile(r"^/api/v1/keys/(?P<id>[0-9A-Za-z_]{1,64})$"), keys_admin.key_item),
-    ("POST", re.compile(r"^/api/v1/keys/(?P<id>[0-9A-Za-z_]{1,64})/credits$"), keys_admin.key_credits),
-    ("GET", re.compile(r"^/api/v1/usage$"), keys_admin.usage_report),
+# every endpoint that takes a key, one line per package that declares them (server/route.py)
+ROUTES = RouteTable(
     (
-        "POST",
-        re.compile(r"^/api/v1/generations/(?P<id>[0-9A-Za-z]{1,64})/cancel$"),
-        generations.cancel_generation,
-    ),
-]
-
-
-_EXIT_S = 0.1  # of a stop's bound, kept for the process to exit once the app's shutdown is over
-# the endpoints that start a generation: a draining gateway refuses them (server/runtime/drain.py)
-_GENERATION_PATHS = frozenset(
-    {
-        "/v1/chat/completions",
-        "/v1/responses",
-        "/v1/messages",
-        "/api/v1/llm/responses",
-        "/v1/embeddings",
-        "/v1/images/generations",
-        "/api/v1/images/generations",
-    }
+        *chat.ROUTES,
+        *responses.ROUTES,
+        *messages.ROUTES,
+        *gemini.ROUTES,
+        *embeddings.ROUTES,
+        *images.ROUTES,
+        *admin.ROUTES,
+        Route("POST", "/api/v1/llm/responses/replay", replay.replay),
+    )
 )
+_EXIT_S = 0.1  # of a stop's bound, kept for the process to exit once the app's shutdown is over
 
 
-def _generates(path: str) -> bool:
-    if path in _GENERATION_PATHS:
-        return True
-    action = gemini_door.ACTION.match(path)
-    return action is not None and action["method"] in ("generateContent", "streamGenerateContent")
-
-
-def _route_label(path: str) -> str:
-    """Low-cardinality route label: ids in paths are replaced."""
-    if path.startswith("/api/v1/generations/"):
-        return "/api/v1/generations/{id}" + ("/cancel" if path.endswith("/cancel") else "")
-    if path.startswith("/api/v1/keys/"):
-        return "/api/v1/keys/{id}" + ("/credits" if path.endswith("/credits") else "")
-    if path.startswith(("/v1beta/models/", "/v1/models/")):  # the Gemini door: the model is in the path
-        version, _, rest = path[1:].partition("/models/")
-        method = rest.rpartition(":")[2] if ":" in rest else ""
-        return f"/{version}/models/{{model}}" + (f":{method}" if method in gemini_door.GENERATION_METHODS else "")
+def _route_label(found: Found) -> str:
+    """Low-cardinality route label: a route's path as declared (ids and models in braces)."""
+    if found.label is not None:
+        return found.label
+    path = found.path
     known = ("/v1/", "/v1beta/", "/api/v1/", "/healthz", "/readyz", "/metrics")
     return path if path.startswith(known) and len(path) < 64 else "other"
 
@@ -157,16 +100,18 @@ class TidegateApp:
         if scope["type"] != "http":
             return
         req = Request.from_scope(scope, receive, send)
+        found = ROUTES.find(req.path)
+        refused = self.drain.refusing and found.generates
         # a probe, a console page or a refused generation is over at once: only the rest holds a drain
-        holds_drain = req.path.startswith(("/v1/", "/v1beta/", "/api/v1/")) and not self._refused(req.path)
+        holds_drain = req.path.startswith(("/v1/", "/v1beta/", "/api/v1/")) and not refused
         self.in_flight += holds_drain
         started = time.perf_counter()
         try:
-            await self._dispatch(req)
+            await self._dispatch(req, found, refused)
         except TidegateError as exc:
             if not req.started:
-                if access_log.RECORD not in req.scope and rejections.recorded(req, exc, _generates(req.path)):
-                    record = await self.rejections.refused(req, exc, _route_label(req.path))
+                if access_log.RECORD not in req.scope and rejections.recorded(req, exc, found.generates):
+                    record = await self.rejections.refused(req, exc, _route_label(found))
                     req.scope[access_log.RECORD] = record
                 await req.respond_error(exc)
         except Exception:
@@ -178,14 +123,11 @@ class TidegateApp:
                 )
         finally:
             self.in_flight -= holds_drain
-            metrics.HTTP_REQUESTS.labels(_route_label(req.path), str(req.status)).inc()
+            metrics.HTTP_REQUESTS.labels(_route_label(found), str(req.status)).inc()
             if self._access_log:
                 access_log.write(req, time.perf_counter() - started)
 
-    def _refused(self, path: str) -> bool:
-        return self.drain.refusing and _generates(path)
-
-    async def _dispatch(self, req: Request) -> None:
+    async def _dispatch(self, req: Request, found: Found, refused: bool) -> None:
         path = req.path
         if path.startswith(("/v1/", "/v1beta/", "/api/v1/")):
             req.generation_id = new_ulid()
@@ -194,7 +136,7 @@ class TidegateApp:
             elif gemini_door.wants_gemini_shape(req):  # Google's, on the Gemini door
                 req.error_shape = gemini_door.gemini_error
         self.hosts.check(req)  # the endpoints without a key answer only to allowed Host names
-        if self._refused(path):
+        if refused:
             raise NoProviderAvailable(
                 "this gateway is shutting down and starts no new generation: send it to another instance",
                 code="shutting_down",
@@ -226,20 +168,16 @@ class TidegateApp:
                 return
             await models.list_models(req, self.config)
             return
-        for method, pattern, handler in _ROUTES:
-            match = pattern.match(path)
-            if match is None:
-                continue
-            if method != "*" and req.method != method:
-                raise MethodNotAllowed(f"use {method} {path}")
-            req.path_params = match.groupdict()
+        picked = found.pick(req.method)  # 405 for a route's path asked with another method
+        if picked is not None:
+            route, req.path_params = picked
             key = await self._authenticate(req)
             if req.method != "POST":
-                await handler(req, self.state, key)
+                await route.handler(req, self.state, key)
                 return
             req.body_read = free = self.bodies.enter(key)
             try:
-                await handler(req, self.state, key)
+                await route.handler(req, self.state, key)
             finally:
                 free()
             return

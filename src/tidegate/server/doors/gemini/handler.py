@@ -14,7 +14,6 @@ in `x-goog-api-key` or `?key=` (or `Authorization: Bearer`); errors use Google's
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -34,9 +33,6 @@ from ...http import Request
 from ...state import AppState
 from .request import parse_gemini_request
 
-ACTION = re.compile(r"^/(?:v1beta|v1)/models/(?P<model>.+):(?P<method>[A-Za-z]+)$")
-MODEL = re.compile(r"^/(?:v1beta|v1)/models/(?P<model>[^:]+)$")
-MODELS = re.compile(r"^/v1beta/models$")
 GENERATION_METHODS = ["generateContent", "streamGenerateContent", "countTokens"]
 
 
@@ -116,7 +112,7 @@ class _GeminiJson(BuiltJson):
 
 async def model_action(req: Request, state: AppState, key: ApiKey) -> None:
     """`POST models/{model}:{method}`."""
-    method = req.path_params["method"]
+    method = req.path.rpartition(":")[2]  # each of the door's action routes ends `{model}:{method}`
     if method not in GENERATION_METHODS:
         raise NotFound(f"no method {quote(method)} on models; use one of {', '.join(GENERATION_METHODS)}")
     model = resolve_model(state.config, req.path_params["model"])
