@@ -12,6 +12,7 @@ max_total_bytes`; the store evicts the least recently used past the latter.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
@@ -24,6 +25,7 @@ import orjson
 
 from .. import metrics
 from ..config.model import CacheSettings, ModelConfig, Route
+from ..doors import Door
 from ..events import Event, Failed, Finished, RawFrame, Started, TextDelta
 from ..records import CACHE_HIT_REASON, ApiKey, GenerationRecord, usage_dict
 from ..request import GenerationRequest
@@ -36,7 +38,7 @@ from .relay import Relay, RelaySettings
 log = logging.getLogger("tidegate.cache")
 
 PROVIDER = "cache"
-DOORS = frozenset(("chat", "responses", "native", "messages", "gemini"))
+DOORS = frozenset((Door.CHAT, Door.RESPONSES, Door.NATIVE, Door.MESSAGES, Door.GEMINI))
 # request fields that never change the answer: streaming, and hints about who asks
 EXCLUDED = frozenset(
     ("stream", "stream_options", "user", "metadata", "prompt_cache_key", "client_metadata", "safety_identifier")
@@ -45,7 +47,7 @@ CUT = frozenset(("length", "max_tokens", "incomplete"))
 PIECE = 16_384  # characters of text a hit's replay hands the door at a time
 
 
-def entry_key(tenant: str, door: str, model: str, body: Any) -> str:
+def entry_key(tenant: str, door: Door, model: str, body: Any) -> str:
     fields = {k: v for k, v in body.items() if k not in EXCLUDED} if isinstance(body, dict) else body
     canonical = orjson.dumps([tenant, door, model, fields], option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(canonical).hexdigest()
@@ -77,12 +79,13 @@ class CachePlan:
     entry_key: str
     model: str
     key_id: str
-    door: str
+    door: Door
     store_answer: bool
     result: str = "miss"  # hit | miss | bypass (X-Cache)
     entry: CacheEntry | None = None  # a hit's entry, without its events (`answer` has them)
     answer: SharedAnswer | None = None
     events: list[Event] = field(default_factory=list)  # the answer's events, captured on a miss
+    kept: bool = False  # the answer went to the store (`ResponseCache.keep`)
 
     def capture(self, event: Event) -> None:
         if type(event) is not RawFrame:  # a passthrough's bytes come as canonical events too
@@ -204,7 +207,13 @@ class ResponseCache:
         plan.answer = shared
 
     async def plan(
-        self, model: ModelConfig | None, key: ApiKey, door: str, public_model: str, body: Any, cache_control: str | None
+        self,
+        model: ModelConfig | None,
+        key: ApiKey,
+        door: Door,
+        public_model: str,
+        body: Any,
+        cache_control: str | None,
     ) -> CachePlan | None:
         """None when the cache is off for this model and key (nothing else is done, nothing counted)."""
         settings = settings_for(model, key) if door in DOORS else None
@@ -230,7 +239,7 @@ class ResponseCache:
         gateway: Gateway,
         plan: CachePlan,
         generation_id: str,
-        door: str,
+        door: Door,
         key: ApiKey,
         request: GenerationRequest,
         model_type: str,
@@ -278,7 +287,7 @@ class ResponseCache:
         return gen
 
     async def finish(self, plan: CachePlan, record: GenerationRecord) -> None:
-        """After the answer: count the request, and store a miss's complete answer."""
+        """After the answer: count the request (and keep a miss's answer, if that did not happen yet)."""
         entry = plan.entry
         size = entry.size if entry is not None else 0
         saved = entry.cost if entry is not None else 0.0
@@ -288,8 +297,19 @@ class ResponseCache:
             metrics.CACHE_SAVED_COST.labels(plan.model).inc(saved)
         try:
             await self.store.count(plan.model, plan.key_id, counts_of(plan.result, size, saved), time.time())
-            if plan.result != "hit" and plan.store_answer:
-                await self._store(plan, record)
+        except Exception:
+            log.warning("cache count for generation %s failed", record.id, exc_info=True)
+        await self.keep(plan, record)
+
+    async def keep(self, plan: CachePlan, record: GenerationRecord) -> None:
+        """A miss's complete answer into the store, once. The door calls it when the record is complete,
+        before the answer's end goes out: the same request sent once the client has its answer is a
+        hit, on every instance sharing the store."""
+        if plan.kept or plan.result == "hit" or not plan.store_answer:
+            return
+        plan.kept = True
+        try:
+            await self._store(plan, record)
         except Exception:
             log.warning("cache write for generation %s failed", record.id, exc_info=True)
 
@@ -327,8 +347,9 @@ class CapturingWriter:
     """A miss's stream writer: each event rendered is also kept for the entry (a list append; only
     generations with the cache on are wrapped)."""
 
-    def __init__(self, writer: Any, plan: CachePlan) -> None:
+    def __init__(self, writer: Any, plan: CachePlan, cache: ResponseCache) -> None:
         self.writer = writer
+        self.keep = functools.partial(cache.keep, plan)
         self.one_frame_per_event: bool = writer.one_frame_per_event
         self.comment_keepalives: bool = getattr(writer, "comment_keepalives", True)
         self._capture = plan.capture
@@ -349,8 +370,9 @@ class CapturingWriter:
 class CapturingBuilder:
     """A miss's JSON builder: each event added is also kept (a new route forgets them with the builder's)."""
 
-    def __init__(self, builder: Any, plan: CachePlan) -> None:
+    def __init__(self, builder: Any, plan: CachePlan, cache: ResponseCache) -> None:
         self.builder, self.plan = builder, plan
+        self.keep = functools.partial(cache.keep, plan)
         self.build = builder.build
         self.settle = getattr(builder, "settle", None)
 

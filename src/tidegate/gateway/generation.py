@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from .. import metrics, tracing
 from ..config.model import Config, ModelConfig, Pricing
+from ..doors import Door
 from ..errors import TidegateError
 from ..events import Failed
 from ..records import ApiKey, BeginResult, GenerationRecord
@@ -139,7 +140,7 @@ class Gateway:
         self,
         *,
         generation_id: str,
-        door: str,
+        door: Door,
         key: ApiKey,
         request: GenerationRequest,
         model_type: str,
@@ -217,7 +218,7 @@ class Gateway:
         cancel = asyncio.Event()
         ticket = await self.admission.admit(key, model, model_id, generation_id, None)
         recorder = await self._begin(
-            generation_id, "embeddings", key, model, model_id, [], idempotency_key, request_hash, ticket
+            generation_id, Door.EMBEDDINGS, key, model, model_id, [], idempotency_key, request_hash, ticket
         )
         gen = EmbeddingGeneration(
             id=generation_id,
@@ -233,7 +234,7 @@ class Gateway:
     async def _begin(
         self,
         generation_id: str,
-        door: str,
+        door: Door,
         key: ApiKey,
         model: ModelConfig,
         public_model: str,

@@ -13,10 +13,11 @@ from typing import Any
 
 import orjson
 
+from ..doors import Door
 from ..events import Event, Image, PartialImage, UsageReport
 from ..records import GenerationRecord
 
-IMAGE_DOORS = ("images", "native_images")
+IMAGE_DOORS = (Door.IMAGES, Door.NATIVE_IMAGES)
 
 # Stream event fields the SDK requires, with the request's values as the fallback.
 _STREAM_FIELDS = ("size", "quality", "background", "output_format")

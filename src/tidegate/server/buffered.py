@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from ..doors import Door
 from ..errors import TidegateError, UpstreamError, UpstreamTimeout
 from ..events import Failed
 from ..gateway.generation import Generation
@@ -42,7 +43,7 @@ async def serve_mcp(
     state: AppState,
     key: ApiKey,
     *,
-    door: str,
+    door: Door,
     body: Any,
     request: GenerationRequest,
     specs: list[McpServerSpec],

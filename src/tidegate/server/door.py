@@ -20,6 +20,7 @@ import orjson
 
 from .. import metrics
 from ..commit import Committed
+from ..doors import Door
 from ..errors import TidegateError, UpstreamError, UpstreamTimeout
 from ..events import Event, Failed, FailureCode, RawFrame, UsageReport
 from ..gateway.cache import CachePlan, CapturingBuilder, CapturingWriter, ResponseCache
@@ -116,7 +117,7 @@ class BuiltJson:
 
 @dataclass(slots=True)
 class DoorSpec:
-    door: str
+    door: Door
     model_type: str
     body: Any
     request: GenerationRequest
@@ -150,7 +151,7 @@ async def open_generation(
     req: Request,
     state: AppState,
     key: ApiKey,
-    door: str,
+    door: Door,
     body: Any,
     streaming: bool,
     start: Callable[[str | None, str | None], Awaitable[G]],
@@ -228,7 +229,7 @@ async def serve_generation(req: Request, state: AppState, key: ApiKey, spec: Doo
         if streaming:
             writer = spec.make_stream(gen)
             if plan is not None and plan.entry is None:
-                writer = CapturingWriter(writer, plan)
+                writer = CapturingWriter(writer, plan, response_cache(state))
             metrics.OPEN_STREAMS.inc()
             try:
                 await drive_stream(req, state, gen, writer, spec.stream_headers, spec.content_type)
@@ -240,7 +241,7 @@ async def serve_generation(req: Request, state: AppState, key: ApiKey, spec: Doo
         else:
             builder = spec.make_json(gen)
             if plan is not None and plan.entry is None:
-                builder = CapturingBuilder(builder, plan)
+                builder = CapturingBuilder(builder, plan, response_cache(state))
             try:
                 await drive_json(req, gen, builder)
             except Exception:
@@ -417,12 +418,17 @@ async def _write_ending(req: Request, gen: Generation, writer: StreamWriter, fai
 
 async def _complete(gen: Generation, ender: Any) -> GenerationRecord:
     """`gen.complete()`, alongside what the writer or builder must write before the answer's end
-    goes out (its `settle`: the Responses door binds the ids an upstream handed out)."""
+    goes out (its `settle`: the Responses door binds the ids an upstream handed out), then what needs
+    the completed record (its `keep`: a cache miss stores its answer)."""
     settle = getattr(ender, "settle", None)
     pending = settle() if settle is not None else None
     if pending is None:
-        return await gen.complete()
-    record, _ = await asyncio.gather(gen.complete(), pending)
+        record = await gen.complete()
+    else:
+        record, _ = await asyncio.gather(gen.complete(), pending)
+    keep = getattr(ender, "keep", None)
+    if keep is not None and record.status == "completed":
+        await keep(record)
     return record
 
 

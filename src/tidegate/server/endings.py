@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from ..doors import Door
 from ..events import Event, ReasoningDelta, TextDelta, ToolCallDelta
 from ..records import GenerationRecord
 from ..render.responses import ResponseState
@@ -99,12 +100,12 @@ def crash_ending(record: GenerationRecord, frames: list[bytes], events: list[Eve
     """The failure ending of `record`'s stream, whose logged `frames` (all of them, in order) do not
     end; b"" for a door that has no stream ending of this kind (images end with their record)."""
     seq = len(frames)
-    if record.door == "chat":
+    if record.door == Door.CHAT:
         return _chat(record, frames, seq)
-    if record.door == "responses":
+    if record.door == Door.RESPONSES:
         return _responses(record, frames, events, seq)
-    if record.door == "native":
+    if record.door == Door.NATIVE:
         return _native(record, seq)
-    if record.door == "messages":
+    if record.door == Door.MESSAGES:
         return _messages(record, seq)
     return b""

@@ -16,15 +16,16 @@ from typing import Any
 
 import orjson
 
+from ..doors import Door
 from ..request import SessionHints
 
 # the fields each door's hints come from (the doors' request parsers checked their types)
-DOOR_HINTS: dict[str, tuple[str, ...]] = {
-    "responses": ("prompt_cache_key", "client_metadata", "safety_identifier", "user", "metadata"),
-    "native": ("metadata",),
-    "chat": ("prompt_cache_key", "safety_identifier", "user", "metadata"),
-    "messages": ("metadata",),
-    "gemini": (),
+DOOR_HINTS: dict[Door, tuple[str, ...]] = {
+    Door.RESPONSES: ("prompt_cache_key", "client_metadata", "safety_identifier", "user", "metadata"),
+    Door.NATIVE: ("metadata",),
+    Door.CHAT: ("prompt_cache_key", "safety_identifier", "user", "metadata"),
+    Door.MESSAGES: ("metadata",),
+    Door.GEMINI: (),
 }
 _AGENTS = (
     ("codex", "codex"),
@@ -40,14 +41,14 @@ MAX_HINTS_BYTES = 2048  # the stored object's JSON at most (then its objects are
 _SECRET_NAMES = ("secret", "token", "password", "passwd", "api_key", "apikey", "authorization", "credential")
 
 
-def agent_of(door: str, user_agent: str | None, claude_shaped: bool) -> str:
+def agent_of(door: Door, user_agent: str | None, claude_shaped: bool) -> str:
     """The agent by its User-Agent (`codex_exec/…`, `claude-cli/…`, `GeminiCLI/…`), else by the
     hints' shape (Claude Code's `metadata.user_id`), else `other`."""
     ua = (user_agent or "").lower()
     for needle, agent in _AGENTS:
         if needle in ua:
             return agent
-    return "claude-code" if door == "messages" and claude_shaped else "other"
+    return "claude-code" if door == Door.MESSAGES and claude_shaped else "other"
 
 
 def claude_session(user_id: str) -> str | None:
@@ -86,7 +87,7 @@ def _size_capped(hints: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-def session_hints(door: str, body: Any, user_agent: str | None) -> SessionHints | None:
+def session_hints(door: Door, body: Any, user_agent: str | None) -> SessionHints | None:
     """The request's hints; None for a door with none (images) or a request with neither a hint
     nor a known agent."""
     fields = DOOR_HINTS.get(door)
@@ -97,7 +98,7 @@ def session_hints(door: str, body: Any, user_agent: str | None) -> SessionHints 
         value = _capped(body.get(name))
         if value is not None and value != {}:
             hints[name] = value
-    user_id = (body.get("metadata") or {}).get("user_id") if door == "messages" else None
+    user_id = (body.get("metadata") or {}).get("user_id") if door == Door.MESSAGES else None
     user_id = user_id if isinstance(user_id, str) and user_id else None
     from_claude = claude_session(user_id) if user_id else None
     agent = agent_of(door, user_agent, from_claude is not None)

@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from ..commit import Committed
+from ..doors import Door
 from ..errors import GenerationInProgress, GenerationNotFound, InvalidRequest
 from ..events import Event, Failed, Started, TextDelta
 from ..gateway.eventlog import decode_event
@@ -73,7 +74,7 @@ async def replay(req: Request, state: AppState, key: ApiKey) -> None:
             200, image_done_for_record(record, events), record_headers(record, True, state.gateway.router.regions)
         )
         return
-    stored = await state.store.read_log(record.id, LOG_JSON) if record.door == "native" else []
+    stored = await state.store.read_log(record.id, LOG_JSON) if record.door == Door.NATIVE else []
     result = orjson.loads(stored[0][1]) if stored else native_result_for_record(record, events)
     await req.respond_json(200, result, record_headers(record, True, state.gateway.router.regions))
 
@@ -113,7 +114,7 @@ def _frames_after(data: bytes, last: int) -> bytes:
 async def _stream(req: Request, state: AppState, record: GenerationRecord, last: int | None) -> None:
     after = -1 if last is None else last
     headers = {**record_headers(record, True, state.gateway.router.regions), "x-kendr-stream-mode": "streamed"}
-    native_frames = record.door in ("native", "native_images")  # its own frames are already native
+    native_frames = record.door in (Door.NATIVE, Door.NATIVE_IMAGES)  # its own frames are already native
     has_frames = native_frames and bool(await state.store.read_log(record.id, LOG_FRAME, -1))
     await req.start(200, SSE_CONTENT_TYPE, headers)
     if has_frames or (native_frames and record.id in state.gateway.running):

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ....commit import Committed
+from ....doors import Door
 from ....events import Event, Failed, ToolCallDelta
 from ....gateway.generation import Generation
 from ....mcp.loop import LoopResult
@@ -80,7 +81,7 @@ async def chat_completions(req: Request, state: AppState, key: ApiKey) -> None:
             req,
             state,
             key,
-            door="chat",
+            door=Door.CHAT,
             body=body,
             request=request,
             specs=specs,
@@ -89,7 +90,7 @@ async def chat_completions(req: Request, state: AppState, key: ApiKey) -> None:
         )
         return
     spec = DoorSpec(
-        door="chat",
+        door=Door.CHAT,
         model_type="chat",
         body=body,
         request=request,

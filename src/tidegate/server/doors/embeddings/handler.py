@@ -13,6 +13,7 @@ from collections.abc import Awaitable
 
 import orjson
 
+from ....doors import Door
 from ....errors import PayloadTooLarge, TidegateError
 from ....events import Started, UsageReport
 from ....gateway.embedding_relay import EmbeddingOutcome, estimate_tokens
@@ -64,7 +65,7 @@ async def embeddings(req: Request, state: AppState, key: ApiKey) -> None:
             generation_id=generation_id, key=key, model_id=request.model, idempotency_key=idem, request_hash=rhash
         )
 
-    gen = await open_generation(req, state, key, "embeddings", body, False, start)
+    gen = await open_generation(req, state, key, Door.EMBEDDINGS, body, False, start)
     if gen is None:
         return
     async with running(req, state, gen):  # the lifetime every generation door shares (door.py)

@@ -21,6 +21,7 @@ import orjson
 
 from ....commit import Committed
 from ....config.model import Config, ModelConfig
+from ....doors import Door
 from ....errors import InvalidRequest, ModelNotFound, NotFound, TidegateError, quote
 from ....events import Event, Failed
 from ....gateway.generation import Generation
@@ -127,7 +128,7 @@ async def model_action(req: Request, state: AppState, key: ApiKey) -> None:
     request = parse_gemini_request(body, model, stream)
     passthrough = frozenset(name for name, p in state.config.providers.items() if p.kind in GEMINI_AS_SENT)
     spec = DoorSpec(
-        door="gemini",
+        door=Door.GEMINI,
         model_type="chat",
         # the model and framing are in the URL: an Idempotency-Key's hash covers them too
         body={"model": model, "method": method, "alt": alt, "body": body},

@@ -13,6 +13,7 @@ from __future__ import annotations
 import orjson
 
 from ....commit import Committed
+from ....doors import Door
 from ....events import Event, Failed, Image, PartialImage, Progress, Started
 from ....gateway.generation import Generation
 from ....records import ApiKey
@@ -155,10 +156,10 @@ class _ImagesJson:
         )
 
 
-async def _run(req: Request, state: AppState, key: ApiKey, door: str, default_stream: bool) -> None:
+async def _run(req: Request, state: AppState, key: ApiKey, door: Door, default_stream: bool) -> None:
     body = await req.json(state.config.server.max_body_bytes)
     image = parse_image_request(body, default_stream=default_stream)
-    native = door == "native_images"
+    native = door == Door.NATIVE_IMAGES
     spec = DoorSpec(
         door=door,
         model_type="image",
@@ -171,8 +172,8 @@ async def _run(req: Request, state: AppState, key: ApiKey, door: str, default_st
 
 
 async def openai_images(req: Request, state: AppState, key: ApiKey) -> None:
-    await _run(req, state, key, "images", default_stream=False)
+    await _run(req, state, key, Door.IMAGES, default_stream=False)
 
 
 async def native_images(req: Request, state: AppState, key: ApiKey) -> None:
-    await _run(req, state, key, "native_images", default_stream=True)
+    await _run(req, state, key, Door.NATIVE_IMAGES, default_stream=True)

@@ -17,6 +17,7 @@ import orjson
 
 from ....commit import Committed
 from ....config.model import Config
+from ....doors import Door
 from ....errors import ModelNotFound, TidegateError, quote
 from ....events import Event, Failed
 from ....gateway.generation import Generation
@@ -121,7 +122,7 @@ async def messages(req: Request, state: AppState, key: ApiKey) -> None:
     parsed = parse_messages_request(body, _headers(req))
     passthrough = frozenset(name for name, p in state.config.providers.items() if p.kind in MESSAGES_AS_SENT)
     spec = DoorSpec(
-        door="messages",
+        door=Door.MESSAGES,
         model_type="chat",
         body=body,
         request=parsed.request,

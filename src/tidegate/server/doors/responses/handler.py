@@ -6,6 +6,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from ....commit import Committed
+from ....doors import Door
 from ....events import Event, Failed
 from ....gateway.generation import Generation
 from ....mcp.loop import LoopResult
@@ -102,7 +103,7 @@ async def responses(req: Request, state: AppState, key: ApiKey) -> None:
         req,
         state,
         key,
-        door="responses",
+        door=Door.RESPONSES,
         parse=parse_responses_request,
         make_stream=_ResponsesStream,
         make_json=_responses_json,

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from ....commit import Committed
+from ....doors import Door
 from ....events import Event, Failed
 from ....gateway.generation import Generation
 from ....mcp.loop import LoopResult
@@ -91,7 +92,7 @@ async def native_responses(req: Request, state: AppState, key: ApiKey) -> None:
         req,
         state,
         key,
-        door="native",
+        door=Door.NATIVE,
         parse=parse_native_request,
         make_stream=lambda gen, parsed: _NativeStream(gen),
         make_json=lambda gen, parsed: _NativeJson(gen),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ....doors import Door
 from ....gateway.generation import Generation
 from ....mcp.loop import LoopResult
 from ....mcp.tools import split_tools
@@ -24,7 +25,7 @@ async def serve_responses_door(
     state: AppState,
     key: ApiKey,
     *,
-    door: str,
+    door: Door,
     parse: Callable[[Any], ResponsesRequest],
     make_stream: Callable[[Generation, ResponsesRequest], Any],
     make_json: Callable[[Generation, ResponsesRequest], Any],
