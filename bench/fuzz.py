@@ -90,15 +90,15 @@ def _target(name: str) -> Callable[[bytes], None]:
     from tidegate.errors import ConfigError, TidegateError
 
     if name == "openai":
-        from tidegate.providers.openai import OpenAIDecoder
+        from tidegate.providers.openai.chat import OpenAIDecoder
 
         return lambda data: _split_feed(lambda: OpenAIDecoder("p", "m"), data)
     if name == "anthropic":
-        from tidegate.providers.anthropic import AnthropicSSEDecoder
+        from tidegate.providers.anthropic.messages import AnthropicSSEDecoder
 
         return lambda data: _split_feed(lambda: AnthropicSSEDecoder("p", "m"), data)
     if name == "bedrock":
-        from tidegate.providers.bedrock import BedrockStreamDecoder
+        from tidegate.providers.aws.bedrock import BedrockStreamDecoder
 
         return lambda data: _split_feed(lambda: BedrockStreamDecoder("p", "m"), data)
     if name in ("chat", "responses"):

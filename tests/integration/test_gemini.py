@@ -16,7 +16,7 @@ import pytest
 
 from emulators.gemini_upstream import SIGNATURE, THOUGHT, GeminiEmulator, Recorded, vector_for
 from helpers import ServerProcess, sqlite_url, start_server, stream_sse
-from tidegate.providers.anthropic_request import EFFORT_BUDGETS
+from tidegate.providers.anthropic.request import EFFORT_BUDGETS
 
 CHAT = "/v1/chat/completions"
 MODELS = {"google/gemini": "google-ai", "vertex/gemini": "vertex"}

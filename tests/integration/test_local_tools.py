@@ -1,4 +1,4 @@
-"""The local model's function calling (providers/local_tools.py, docs/local-agents.md) on
+"""The local model's function calling (providers/local/tools.py, docs/local-agents.md) on
 every door of a real `tidegate serve`: the model's call, written under its schema's grammar, comes
 back as the door's own tool call; a tool result in the history is fed back and the model answers;
 thinking the model meets by doing nothing is ignored, and a budget is refused by the name sent.

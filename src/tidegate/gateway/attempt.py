@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..providers.base import ChatProvider, UpstreamStream
-from ..providers.http_client import OPEN_PROGRESS, OpenProgress
+from ..providers.http.client import OPEN_PROGRESS, OpenProgress
 from ..request import GenerationRequest
 from .cancel import UpstreamClock
 from .opening import UpstreamOpen

@@ -17,7 +17,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 if TYPE_CHECKING:
-    from ..providers.http_client import OpenProgress
+    from ..providers.http.client import OpenProgress
 
 T = TypeVar("T")
 

@@ -18,7 +18,7 @@ from ..commit import RouteFailure
 from ..config.model import Route
 from ..errors import ProviderFailure
 from ..providers.embeddings import EmbeddingProvider, EmbeddingResult
-from ..providers.http_client import OPEN_PROGRESS, OpenProgress
+from ..providers.http.client import OPEN_PROGRESS, OpenProgress
 from ..request import EmbeddingInputs
 from .fallback import ANSWER_NOW, after_failure, answer_now, final_error
 from .relay import GenerationCancelled
@@ -44,7 +44,7 @@ def estimate_tokens(inputs: EmbeddingInputs) -> int:
 
 class _Deadline:
     """An attempt's idle deadline, which a wait for a connection slot does not count: that wait is
-    bounded by the connect timeout and fails as a connect error (providers/http_client.py)."""
+    bounded by the connect timeout and fails as a connect error (providers/http/client.py)."""
 
     __slots__ = ("_moved", "deadline", "progress")
 

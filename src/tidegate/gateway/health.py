@@ -226,7 +226,7 @@ class Health:
     def note_failure(self, key: str, generation_id: str | None, committed: bool, code: str, message: str) -> None:
         """A failed attempt on the route (`committed`: after its answer started, which ends the
         stream); `message` is the upstream's error as the provider read it, credentials already
-        masked (providers/redact.py)."""
+        masked (providers/http/redact.py)."""
         self.get(key).failures.append(
             {
                 "at": time.time(),

@@ -37,7 +37,7 @@ from ..errors import (
 from ..events import Event, Failed, Finished, Started
 from ..providers.base import ChatProvider, DirectStream, UpstreamStream
 from ..providers.fidelity import dropped_tools, refusal_message, refused_field
-from ..providers.http_client import OPEN_PROGRESS, OpenProgress
+from ..providers.http.client import OPEN_PROGRESS, OpenProgress
 from ..providers.kinds import GEMINI_AS_SENT, KINDS
 from ..request import GenerationRequest
 from .attempt import Attempt

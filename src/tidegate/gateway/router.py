@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from ..config.model import Breaker, Config, ModelConfig, Pricing, ProviderConfig, Route
 from ..errors import InvalidRequest, ModelNotFound, quote
 from ..providers.base import ChatProvider
-from ..providers.connect import tls_context
 from ..providers.embeddings import EmbeddingProvider
+from ..providers.http.connect import tls_context
 from ..providers.kinds import KINDS, build_chat_provider, build_embedding_provider, build_image_provider
 from ..records import ApiKey
 from ..request import GenerationRequest

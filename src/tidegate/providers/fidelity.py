@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..request import GenerationRequest
-from .anthropic_request import json_schema_of, thinking_budget, wants_json
+from .anthropic.request import json_schema_of, thinking_budget, wants_json
 
 TRANSLATED, PASSED, REFUSED, HINT = "translated", "passed through", "refused", "accepted (hint)"
 # a model that does not think (`Fidelity.thinks`): it meets an effort by doing nothing
@@ -197,7 +197,7 @@ def refused_field(fidelity: Fidelity | None, request: GenerationRequest, respons
     messages = request.messages_api
     if messages is not None:  # the Messages door (docs/agents.md)
         if fidelity is not None and fidelity.messages_as_sent:
-            return None  # it gets the body and the anthropic-* headers as sent (providers/anthropic.py)
+            return None  # it gets the body and the anthropic-* headers as sent (providers/anthropic/messages.py)
         if messages.only:
             return next(iter(messages.only))
     extras = request.responses

@@ -22,16 +22,14 @@ from ..config.model import PROVIDER_KINDS, REQUIRED_KEYS, ProviderConfig
 from ..config.server import ServerConfig
 from ..errors import NoProviderAvailable
 from . import fidelity
+from .aws.embeddings import BedrockEmbeddingProvider
 from .base import ChatProvider
-from .embeddings import EmbeddingProvider, LocalEmbeddingProvider
-from .embeddings_remote import (
-    BedrockEmbeddingProvider,
-    GeminiEmbeddingProvider,
-    OpenAIEmbeddingProvider,
-    VertexEmbeddingProvider,
-)
+from .embeddings import EmbeddingProvider
 from .fidelity import Fidelity
+from .google.embeddings import GeminiEmbeddingProvider, VertexEmbeddingProvider
 from .listing import Listing, anthropic_listing, gemini_listing, openai_listing
+from .local.embeddings import LocalEmbeddingProvider
+from .openai.embeddings import OpenAIEmbeddingProvider
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,37 +64,37 @@ class Kind:
 
 
 def _openai_chat(config: ProviderConfig, connect_timeout_s: float) -> ChatProvider:
-    from .openai import build_openai_provider
+    from .openai.chat import build_openai_provider
 
     return build_openai_provider(config, connect_timeout_s)
 
 
 def _anthropic_chat(config: ProviderConfig, connect_timeout_s: float) -> ChatProvider:
-    from .anthropic import anthropic_provider
+    from .anthropic.messages import anthropic_provider
 
     return anthropic_provider(config, connect_timeout_s)
 
 
 def _bedrock_chat(config: ProviderConfig, connect_timeout_s: float) -> ChatProvider:
-    from .bedrock import bedrock_provider
+    from .aws.bedrock import bedrock_provider
 
     return bedrock_provider(config, connect_timeout_s)
 
 
 def _vertex_chat(config: ProviderConfig, connect_timeout_s: float) -> ChatProvider:
-    from .vertex import vertex_provider
+    from .google.vertex import vertex_provider
 
     return vertex_provider(config, connect_timeout_s)
 
 
 def _gemini_chat(config: ProviderConfig, connect_timeout_s: float) -> ChatProvider:
-    from .gemini import gemini_provider
+    from .google.gemini import gemini_provider
 
     return gemini_provider(config, connect_timeout_s)
 
 
 def _local_chat(config: ProviderConfig, connect_timeout_s: float) -> ChatProvider:
-    from .local import LocalProvider
+    from .local.chat import LocalProvider
 
     return LocalProvider(config)
 
@@ -116,7 +114,7 @@ def _local_embeddings(config: ProviderConfig, connect_timeout_s: float) -> Embed
 
 
 def _openai_images(config: ProviderConfig, server: ServerConfig) -> ChatProvider:
-    from .images import openai_image_provider
+    from .openai.images import openai_image_provider
 
     return openai_image_provider(config, server)
 
@@ -125,15 +123,15 @@ def _openai_images(config: ProviderConfig, server: ServerConfig) -> ChatProvider
 
 
 def _vertex_url(p: ProviderConfig) -> str | None:
-    from .vertex import vertex_base_url
+    from .google.vertex import vertex_base_url
 
     return p.base_url or vertex_base_url(p.region or "")
 
 
 def _gemini_url(p: ProviderConfig) -> str:
     """Google AI, or Vertex AI when the provider sets `project` (as `gemini.GeminiAdapter` chooses)."""
-    from .gemini import GOOGLE_AI_BASE_URL
-    from .vertex import vertex_base_url
+    from .google.gemini import GOOGLE_AI_BASE_URL
+    from .google.vertex import vertex_base_url
 
     if p.base_url:
         return p.base_url
@@ -145,7 +143,7 @@ def _aws_credentials(p: ProviderConfig) -> list[str]:
     if p.api_key_env:
         return []
     try:
-        from .aws_auth import standard_chain
+        from .aws.auth import standard_chain
 
         creds = standard_chain()
         return ["AWS credentials found" if creds is not None else "AWS credentials NOT FOUND"]
@@ -155,7 +153,7 @@ def _aws_credentials(p: ProviderConfig) -> list[str]:
 
 def _local_files(p: ProviderConfig) -> tuple[bool, str]:
     """The runtime and the model file are there (located, never loaded)."""
-    from .local import SMOLLM2_FILE
+    from .local.chat import SMOLLM2_FILE
 
     if importlib.util.find_spec("llama_cpp") is None:
         return False, "llama-cpp-python missing: pip install 'tidegate[local]'"

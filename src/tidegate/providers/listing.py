@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import orjson
 
 from ..config.model import ProviderConfig
-from .connect import ConnectFailed
 from .hints import BASE_URL_HINTS, credential_of
-from .http_connection import UpstreamHttpError
-from .transport import http_client_for
+from .http.connect import ConnectFailed
+from .http.connection import UpstreamHttpError
+from .http.transport import http_client_for
 
 PROBE_TIMEOUT_S = 3.0
 MAX_LISTING_BODY = 1 << 20
@@ -52,7 +52,7 @@ def openai_listing(p: ProviderConfig) -> Listing | None:
 
 
 def anthropic_listing(p: ProviderConfig) -> Listing:
-    from .anthropic import ANTHROPIC_VERSION, DEFAULT_BASE_URL
+    from .anthropic.messages import ANTHROPIC_VERSION, DEFAULT_BASE_URL
 
     headers = {"anthropic-version": ANTHROPIC_VERSION}
     if key := _key(p):
@@ -62,7 +62,7 @@ def anthropic_listing(p: ProviderConfig) -> Listing:
 
 
 def gemini_listing(p: ProviderConfig) -> Listing | None:
-    from .gemini import GOOGLE_AI_BASE_URL
+    from .google.gemini import GOOGLE_AI_BASE_URL
 
     if p.project is not None:  # Gemini on Vertex: OAuth, probed by a connect
         return None

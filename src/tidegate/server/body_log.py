@@ -3,7 +3,7 @@
 the record (store/console.py, `Bodies`) once the answer has been sent, and kept for
 `[logging] body_retention_s`. Request headers are never stored; the answer's text comes from the
 record, whose upstream bytes were masked of the provider's credentials before anything parsed them
-(providers/redact.py), and the same masking is applied to the request body, so a provider
+(providers/http/redact.py), and the same masking is applied to the request body, so a provider
 credential a client pasted into a prompt is not kept either."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from ..providers.redact import MASK
+from ..providers.http.redact import MASK
 from ..records import ApiKey, GenerationRecord
 from ..store.console import Bodies
 from .state import AppState

@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tidegate.events import Event
-from tidegate.providers.anthropic import AnthropicSSEDecoder
-from tidegate.providers.bedrock import BedrockStreamDecoder
-from tidegate.providers.gemini import GeminiEventDecoder
-from tidegate.providers.openai import OpenAIDecoder
+from tidegate.providers.anthropic.messages import AnthropicSSEDecoder
+from tidegate.providers.aws.bedrock import BedrockStreamDecoder
+from tidegate.providers.google.gemini import GeminiEventDecoder
+from tidegate.providers.openai.chat import OpenAIDecoder
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -15,8 +15,8 @@ import pytest
 from emulators.anthropic_upstream import REDACTED_DATA, SIGNATURE, sse_frame
 from tidegate.config.model import ProviderConfig
 from tidegate.events import Event, Failed, Finished, ReasoningDelta, Started, TextDelta, ToolCallDelta, UsageReport
-from tidegate.providers.anthropic import AnthropicAdapter, AnthropicSSEDecoder, MessagesEventDecoder
-from tidegate.providers.transport import sanitize
+from tidegate.providers.anthropic.messages import AnthropicAdapter, AnthropicSSEDecoder, MessagesEventDecoder
+from tidegate.providers.http.transport import sanitize
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 P = "prov"

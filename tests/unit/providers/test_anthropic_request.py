@@ -8,7 +8,7 @@ import pytest
 
 from emulators.anthropic_upstream import check_messages_body
 from tidegate.errors import ProviderFailure
-from tidegate.providers.anthropic_request import messages_body
+from tidegate.providers.anthropic.request import messages_body
 from tidegate.request import GenerationRequest, ReasoningOptions
 
 

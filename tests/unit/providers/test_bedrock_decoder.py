@@ -37,7 +37,7 @@ from emulators.anthropic_upstream import (
 )
 from tidegate.config.model import ProviderConfig
 from tidegate.events import Event, Failed
-from tidegate.providers.bedrock import BedrockAdapter, BedrockStreamDecoder, bedrock_failure
+from tidegate.providers.aws.bedrock import BedrockAdapter, BedrockStreamDecoder, bedrock_failure
 from tidegate.request import GenerationRequest
 
 CASES: dict[str, list[Event]] = {

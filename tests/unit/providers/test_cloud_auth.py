@@ -1,4 +1,4 @@
-"""Google and AWS credentials are obtained one way (providers/google_auth.py, providers/aws_auth.py)
+"""Google and AWS credentials are obtained one way (providers/google/auth.py, providers/aws/auth.py)
 by every kind that needs them, and the Google path works on a `[cloud]`-only install: it imports no
 `requests`, nor anything else the `[cloud]` extra does not install (google-auth's urllib3 transport
 needs `packaging`: its `[urllib3]` extra)."""
@@ -23,12 +23,13 @@ from packaging.requirements import Requirement
 from emulators.anthropic_upstream import AnthropicFamilyEmulator
 from tidegate.config.model import ProviderConfig
 from tidegate.errors import ProviderFailure
-from tidegate.providers.aws_auth import AwsCredentials, sigv4_headers
-from tidegate.providers.bedrock import BedrockAdapter
-from tidegate.providers.embeddings_remote import BedrockEmbeddingProvider, VertexEmbeddingProvider
-from tidegate.providers.gemini import GeminiAdapter
-from tidegate.providers.google_auth import GoogleToken
-from tidegate.providers.vertex import VertexAdapter
+from tidegate.providers.aws.auth import AwsCredentials, sigv4_headers
+from tidegate.providers.aws.bedrock import BedrockAdapter
+from tidegate.providers.aws.embeddings import BedrockEmbeddingProvider
+from tidegate.providers.google.auth import GoogleToken
+from tidegate.providers.google.embeddings import VertexEmbeddingProvider
+from tidegate.providers.google.gemini import GeminiAdapter
+from tidegate.providers.google.vertex import VertexAdapter
 from tidegate.request import EmbeddingInputs
 
 
@@ -74,8 +75,8 @@ CLOUD_ONLY = textwrap.dedent(
 
     sys.meta_path.insert(0, NoRequests())
     from tidegate.config.model import ProviderConfig
-    from tidegate.providers.embeddings_remote import VertexEmbeddingProvider
-    from tidegate.providers.google_auth import bearer_token
+    from tidegate.providers.google.embeddings import VertexEmbeddingProvider
+    from tidegate.providers.google.auth import bearer_token
 
     provider = VertexEmbeddingProvider(ProviderConfig(name="ve", kind="vertex", region="us-central1"), 5.0)
     token = asyncio.run(bearer_token(provider.name, None, provider._adc))

@@ -17,9 +17,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from tidegate.events import Event, Finished, RawFrame, TextDelta
-from tidegate.providers.http_client import HttpClient
-from tidegate.providers.openai import OpenAIDecoder
-from tidegate.providers.transport import HttpStream
+from tidegate.providers.http.client import HttpClient
+from tidegate.providers.http.transport import HttpStream
+from tidegate.providers.openai.chat import OpenAIDecoder
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 

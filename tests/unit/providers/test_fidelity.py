@@ -60,7 +60,7 @@ def test_the_anthropic_kinds(kind: str) -> None:
 def test_openai_passes_everything_and_local_takes_little() -> None:
     assert refused_field("openai", chat(seed=1, logprobs=True, anything=1)) is None
     assert refused_field("local", chat(seed=1, temperature=0.2)) is None
-    # grammar-constrained function calling (providers/local_tools.py); an effort it meets by not thinking
+    # grammar-constrained function calling (providers/local/tools.py); an effort it meets by not thinking
     assert refused_field("local", chat(tools=[{"type": "function"}], tool_choice="auto")) is None
     assert refused_field("local", chat(reasoning_effort="high")) is None
     assert refused_field("local", chat(reasoning={"effort": "low"})) is None

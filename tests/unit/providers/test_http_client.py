@@ -1,4 +1,4 @@
-"""The upstream HTTP/1.1 client (`providers/http_client.py`, `providers/connect.py`) against real
+"""The upstream HTTP/1.1 client (`providers/http/client.py`, `providers/http/connect.py`) against real
 sockets: scripted servers that write exact bytes, on asyncio and on uvloop (what the server runs)."""
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 import pytest
 import trustme
 
-from tidegate.providers import connect, http_client
-from tidegate.providers.connect import ConnectFailed, Connector, interleave
-from tidegate.providers.http_client import HttpClient, UpstreamDisconnected, UpstreamHttpError
-from tidegate.providers.upstream import Upstream
+from tidegate.providers.http import client as http_client
+from tidegate.providers.http import connect
+from tidegate.providers.http.client import HttpClient, UpstreamDisconnected, UpstreamHttpError
+from tidegate.providers.http.connect import ConnectFailed, Connector, interleave
+from tidegate.providers.http.upstream import Upstream
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

@@ -15,7 +15,7 @@ from emulators.images_embeddings_upstream import png_b64
 from tidegate.config.model import ProviderConfig
 from tidegate.config.server import ServerConfig
 from tidegate.events import Event, Failed, Finished, Image, PartialImage, Progress, Started, UsageReport
-from tidegate.providers.images import ImageJSONDecoder, ImageStreamDecoder, OpenAIImageAdapter
+from tidegate.providers.openai.images import ImageJSONDecoder, ImageStreamDecoder, OpenAIImageAdapter
 from tidegate.request import GenerationRequest
 from tidegate.sse import SSEProtocolError
 

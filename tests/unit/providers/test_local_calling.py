@@ -1,5 +1,5 @@
 """The local model's function calling, before the model: what a request's tools, tool choice and history
-become (providers/local_tools.py). The model's own calls: tests/integration/test_local_tools.py."""
+become (providers/local/tools.py). The model's own calls: tests/integration/test_local_tools.py."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tidegate.errors import ProviderFailure
-from tidegate.providers import local_tools
+from tidegate.providers.local import tools as local_tools
 
 SCHEMA = {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}
 TOOLS = [

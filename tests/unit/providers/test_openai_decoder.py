@@ -22,8 +22,8 @@ from tidegate.events import (
     ToolCallDelta,
     UsageReport,
 )
-from tidegate.providers.openai import OpenAIAdapter, OpenAIDecoder
-from tidegate.providers.transport import sanitize
+from tidegate.providers.http.transport import sanitize
+from tidegate.providers.openai.chat import OpenAIAdapter, OpenAIDecoder
 from tidegate.request import GenerationRequest
 from tidegate.sse import SSEDecoder, SSEProtocolError
 

@@ -1,5 +1,5 @@
-"""How a provider reaches its upstream (docs/api-edges.md §15; `providers/upstream.py`, `connect.py`,
-`http_client.py`): a real forward proxy (`proxy.py`, tests/forward_proxy.py), TLS servers with
+"""How a provider reaches its upstream (docs/api-edges.md §15; `providers/http/upstream.py`, `connect.py`,
+`client.py`): a real forward proxy (`proxy.py`, tests/forward_proxy.py), TLS servers with
 `trustme` certificates, the proxy environment, `max_connections`; on asyncio and on uvloop."""
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from forward_proxy import PASSWORD, ForwardProxy
 from tidegate.config.load import parse_config
 from tidegate.errors import ProviderFailure
 from tidegate.gateway.router import build_provider
-from tidegate.providers.connect import ConnectFailed
-from tidegate.providers.http_client import HttpClient, HttpResponse
+from tidegate.providers.http.client import HttpClient, HttpResponse
+from tidegate.providers.http.connect import ConnectFailed
+from tidegate.providers.http.transport import UpstreamHttpRequest, send_request
+from tidegate.providers.http.upstream import Upstream, no_proxy_matches
 from tidegate.providers.kinds import build_embedding_provider, build_image_provider
-from tidegate.providers.transport import UpstreamHttpRequest, send_request
-from tidegate.providers.upstream import Upstream, no_proxy_matches
 
 PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "REQUEST_METHOD")
 

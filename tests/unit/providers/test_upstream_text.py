@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import orjson
 
-from tidegate.providers.embeddings_remote import upstream_message
-from tidegate.providers.transport import retry_after_seconds
+from tidegate.providers.embeddings import upstream_message
+from tidegate.providers.http.transport import retry_after_seconds
 
 
 def test_embedding_error_text_is_sanitised() -> None:

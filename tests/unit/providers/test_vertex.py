@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from emulators.anthropic_upstream import AnthropicFamilyEmulator
 from tidegate.config.model import ProviderConfig
 from tidegate.errors import ProviderFailure
-from tidegate.providers.vertex import VertexAdapter, vertex_base_url, vertex_failure
+from tidegate.providers.google.vertex import VertexAdapter, vertex_base_url, vertex_failure
 from tidegate.request import GenerationRequest
 
 REQ = GenerationRequest(model="pub", messages=[{"role": "user", "content": "hi"}], stream=False)

@@ -62,7 +62,7 @@ def test_every_event_renders_as_at_most_one_frame(passthrough: bool) -> None:
 
 
 def test_a_finish_reason_the_upstream_did_not_say_is_not_shown() -> None:
-    # a cache hit of an answer whose upstream ended with [DONE] alone (providers/openai.py)
+    # a cache hit of an answer whose upstream ended with [DONE] alone (providers/openai/chat.py)
     renderer = ChatStreamRenderer(generation_id="g", public_model="m", created=1, include_usage=False)
     assert renderer.render(TextDelta("a"))
     assert renderer.render(Finished("stop", said=False)) == b""

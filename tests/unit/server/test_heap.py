@@ -32,14 +32,14 @@ async def main(app):
         "sent": sent,
         "frozen": gc.get_freeze_count(),
         "threshold": list(gc.get_threshold()),
-        "provider_module_loaded": "tidegate.providers.openai" in sys.modules,
-        "tls_context_built": getattr(sys.modules.get("tidegate.providers.connect"), "_TLS", None) is not None,
+        "provider_module_loaded": "tidegate.providers.openai.chat" in sys.modules,
+        "tls_context_built": getattr(sys.modules.get("tidegate.providers.http.connect"), "_TLS", None) is not None,
     }))
     task.cancel()
 
 before = list(gc.get_threshold())
 app = factory.create_app() if sys.argv[1] == "worker" else TidegateApp(load_config(os.environ["TIDEGATE_CONFIG"]))
-assert "tidegate.providers.openai" not in sys.modules, "imported before startup: the probe proves nothing"
+assert "tidegate.providers.openai.chat" not in sys.modules, "imported before startup: the probe proves nothing"
 assert gc.get_freeze_count() == 0
 print(json.dumps({"default_threshold": before}))
 asyncio.run(main(app))

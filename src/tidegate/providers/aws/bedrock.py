@@ -19,14 +19,14 @@ from urllib.parse import quote
 import orjson
 from botocore.eventstream import ChecksumMismatch, EventStreamBuffer, ParserError
 
-from ..config.model import ProviderConfig
-from ..errors import ProviderFailure, retriable_status
-from ..events import Event, RawFrame
-from ..request import GenerationRequest
-from .anthropic import MessagesEventDecoder, error_text, sent_body
-from .anthropic_request import messages_body, wants_json
-from .aws_auth import AwsCredentials, sigv4_headers
-from .transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, retry_after_seconds, undecodable
+from ...config.model import ProviderConfig
+from ...errors import ProviderFailure, retriable_status
+from ...events import Event, RawFrame
+from ...request import GenerationRequest
+from ..anthropic.messages import MessagesEventDecoder, error_text, sent_body
+from ..anthropic.request import messages_body, wants_json
+from ..http.transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, retry_after_seconds, undecodable
+from .auth import AwsCredentials, sigv4_headers
 
 BEDROCK_VERSION = "bedrock-2023-05-31"
 RETRIABLE_EXCEPTIONS = frozenset(

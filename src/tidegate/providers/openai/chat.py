@@ -6,7 +6,7 @@ forced on (non-stream client requests are assembled from the stream by the door)
 docs/api.md §3). The decoder emits, for every chunk, the chunk's exact bytes (`RawFrame`, for the chat
 door) followed by its canonical events (for the recorder and every other door). `[DONE]` is the
 terminal marker: a stream that ends without it is a failure, never a `stop`. With `responses = true`,
-a `/v1/responses` request goes to the upstream's Responses API instead (providers/openai_responses.py).
+a `/v1/responses` request goes to the upstream's Responses API instead (providers/openai/responses.py).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 
 import orjson
 
-from ..config.model import ProviderConfig
-from ..errors import ProviderFailure, retriable_status
-from ..events import (
+from ...config.model import ProviderConfig
+from ...errors import ProviderFailure, retriable_status
+from ...events import (
     Event,
     Failed,
     Finished,
@@ -31,10 +31,10 @@ from ..events import (
     ToolCallDelta,
     UsageReport,
 )
-from ..request import GenerationRequest
-from ..sse import SSEDecoder, SSEEvent
-from .openai_responses import ResponsesDecoder, responses_body
-from .transport import MAX_UPSTREAM_TEXT, HttpProvider, UpstreamHttpRequest, retry_after_seconds, sanitize
+from ...request import GenerationRequest
+from ...sse import SSEDecoder, SSEEvent
+from ..http.transport import MAX_UPSTREAM_TEXT, HttpProvider, UpstreamHttpRequest, retry_after_seconds, sanitize
+from .responses import ResponsesDecoder, responses_body
 
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",

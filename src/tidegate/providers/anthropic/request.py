@@ -24,8 +24,8 @@ from typing import Any
 
 import orjson
 
-from ..errors import ProviderFailure, quote
-from ..request import GenerationRequest
+from ...errors import ProviderFailure, quote
+from ...request import GenerationRequest
 
 DEFAULT_MAX_TOKENS = 4096
 MIN_THINKING_BUDGET = 1024

@@ -13,7 +13,7 @@ import asyncio
 import os
 from typing import Any
 
-from ..errors import ProviderFailure
+from ...errors import ProviderFailure
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 

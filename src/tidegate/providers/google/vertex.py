@@ -13,13 +13,13 @@ from typing import Any
 
 import orjson
 
-from ..config.model import ProviderConfig
-from ..errors import ProviderFailure, retriable_status
-from ..request import GenerationRequest
-from .anthropic import AnthropicSSEDecoder, error_text, parse_error_body, sent_body
-from .anthropic_request import messages_body, wants_json
-from .google_auth import adc_unless_static, bearer_token
-from .transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, retry_after_seconds
+from ...config.model import ProviderConfig
+from ...errors import ProviderFailure, retriable_status
+from ...request import GenerationRequest
+from ..anthropic.messages import AnthropicSSEDecoder, error_text, parse_error_body, sent_body
+from ..anthropic.request import messages_body, wants_json
+from ..http.transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, retry_after_seconds
+from .auth import adc_unless_static, bearer_token
 
 VERTEX_VERSION = "vertex-2023-10-16"
 

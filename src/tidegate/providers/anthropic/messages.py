@@ -19,9 +19,9 @@ from typing import Any
 
 import orjson
 
-from ..config.model import ProviderConfig
-from ..errors import ProviderFailure, retriable_status
-from ..events import (
+from ...config.model import ProviderConfig
+from ...errors import ProviderFailure, retriable_status
+from ...events import (
     Event,
     Failed,
     FailureCode,
@@ -33,11 +33,10 @@ from ..events import (
     ToolCallDelta,
     UsageReport,
 )
-from ..events import Finished as FinishedEvent
-from ..request import GenerationRequest, MessagesExtras
-from ..sse import SSEDecoder, SSEEvent
-from .anthropic_request import JSON_TOOL, messages_body, wants_json
-from .transport import (
+from ...events import Finished as FinishedEvent
+from ...request import GenerationRequest, MessagesExtras
+from ...sse import SSEDecoder, SSEEvent
+from ..http.transport import (
     HttpProvider,
     StreamDecoder,
     UpstreamHttpRequest,
@@ -45,6 +44,7 @@ from .transport import (
     sanitize,
     undecodable,
 )
+from .request import JSON_TOOL, messages_body, wants_json
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_BASE_URL = "https://api.anthropic.com"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ..errors import ProviderFailure
+from ...errors import ProviderFailure
 
 SIGNING_NAME = "bedrock"
 

@@ -1,6 +1,6 @@
 """The embedded `local` provider: SmolLM2-135M-Instruct via llama.cpp, in-process.
 
-A request with tools is served with grammar-constrained function calling (`local_tools.py`): the
+A request with tools is served with grammar-constrained function calling (`tools.py`): the
 model picks a message or a function, then writes the call's arguments under its JSON schema.
 
 Generation runs on one dedicated worker thread (a llama.cpp context is not thread-safe); tokens cross
@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config.model import ProviderConfig
-from ..errors import ProviderFailure
-from ..events import Event, Failed, Finished, Started, TextDelta, ToolCallDelta, UsageReport
-from ..ids import new_ulid
-from ..request import GenerationRequest
-from . import local_tools
-from .local_tools import Calling
+from ...config.model import ProviderConfig
+from ...errors import ProviderFailure
+from ...events import Event, Failed, Finished, Started, TextDelta, ToolCallDelta, UsageReport
+from ...ids import new_ulid
+from ...request import GenerationRequest
+from . import tools as local_tools
+from .tools import Calling
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # what a client sends none of: SmolLM2's model card samples at 0.2 / 0.9; at llama.cpp's 0.8 / 0.95

@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from ..events import (
+from ...events import (
     Event,
     Failed,
     Finished,
@@ -28,9 +28,9 @@ from ..events import (
     ToolCallDelta,
     UsageReport,
 )
-from ..request import GenerationRequest
-from ..sse import SSEDecoder
-from .transport import sanitize
+from ...request import GenerationRequest
+from ...sse import SSEDecoder
+from ..http.transport import sanitize
 
 TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 

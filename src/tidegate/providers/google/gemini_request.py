@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
-from ..errors import ProviderFailure, quote
-from ..request import GenerationRequest
-from .anthropic_request import EFFORT_BUDGETS, IMAGE_MEDIA_TYPES, add_turn, call_arguments
+from ...errors import ProviderFailure, quote
+from ...request import GenerationRequest
+from ..anthropic.request import EFFORT_BUDGETS, IMAGE_MEDIA_TYPES, add_turn, call_arguments
 
 
 def _invalid(message: str) -> ProviderFailure:

@@ -18,14 +18,14 @@ from typing import Any
 
 import orjson
 
-from ..config.model import ProviderConfig
-from ..config.server import ServerConfig
-from ..errors import ProviderFailure
-from ..events import Event, Failed, Finished, Image, PartialImage, Progress, Started, UsageReport
-from ..request import GenerationRequest
-from ..sse import SSEDecoder, SSEEvent
-from .embeddings_remote import upstream_message
-from .transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, default_failure, undecodable
+from ...config.model import ProviderConfig
+from ...config.server import ServerConfig
+from ...errors import ProviderFailure
+from ...events import Event, Failed, Finished, Image, PartialImage, Progress, Started, UsageReport
+from ...request import GenerationRequest
+from ...sse import SSEDecoder, SSEEvent
+from ..embeddings import upstream_message
+from ..http.transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, default_failure, undecodable
 
 _IMAGE_FIELDS = ("size", "quality", "background", "output_format", "created_at")
 

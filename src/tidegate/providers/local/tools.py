@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ProviderFailure
+from ...errors import ProviderFailure
 
 MESSAGE = "message:"
 # the first step writes `message:` or `functions.<name>:`, a few tokens

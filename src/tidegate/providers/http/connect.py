@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from ..addresses import refused_address
+from ...addresses import refused_address
 
 if TYPE_CHECKING:
     from .upstream import Proxy

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final
 from urllib.parse import unquote, urlsplit
 
 if TYPE_CHECKING:
-    from ..config.model import ProviderConfig
+    from ...config.model import ProviderConfig
 
 DEFAULT_MAX_CONNECTIONS: Final = 1000
 DEFAULT_POOL_IDLE_TIMEOUT_S: Final = 15.0

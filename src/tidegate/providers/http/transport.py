@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..config.model import ProviderConfig
-from ..errors import ProviderFailure, retriable_status
-from ..events import Event, Failed
-from ..request import GenerationRequest
-from ..sse import SSEProtocolError
-from .hints import what_to_check
-from .http_client import AddressRefused, ConnectFailed, HttpClient, HttpResponse, UpstreamHttpError
+from ...config.model import ProviderConfig
+from ...errors import ProviderFailure, retriable_status
+from ...events import Event, Failed
+from ...request import GenerationRequest
+from ...sse import SSEProtocolError
+from ..hints import what_to_check
+from .client import AddressRefused, ConnectFailed, HttpClient, HttpResponse, UpstreamHttpError
 from .upstream import Upstream
 
 _log = logging.getLogger("tidegate.upstream")

@@ -24,9 +24,9 @@ from typing import Any
 
 import orjson
 
-from ..config.model import ProviderConfig
-from ..errors import ProviderFailure
-from ..events import (
+from ...config.model import ProviderConfig
+from ...errors import ProviderFailure
+from ...events import (
     Event,
     Failed,
     FailureCode,
@@ -38,12 +38,12 @@ from ..events import (
     ToolCallDelta,
     UsageReport,
 )
-from ..events import Finished as FinishedEvent
-from ..request import GenerationRequest
-from ..sse import SSEDecoder
+from ...events import Finished as FinishedEvent
+from ...request import GenerationRequest
+from ...sse import SSEDecoder
+from ..http.transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, sanitize, undecodable
+from .auth import adc_unless_static, bearer_token
 from .gemini_request import gemini_body
-from .google_auth import adc_unless_static, bearer_token
-from .transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, sanitize, undecodable
 from .vertex import vertex_base_url, vertex_failure
 
 GOOGLE_AI_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"

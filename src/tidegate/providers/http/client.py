@@ -41,9 +41,9 @@ from contextvars import ContextVar
 from typing import Final, Protocol
 from urllib.parse import quote, unquote, urlsplit
 
-from .. import metrics
+from ... import metrics
 from .connect import AddressRefused, ConnectFailed, Connector
-from .http_connection import READ_HIGH_WATER, Connection, UpstreamDisconnected, UpstreamHttpError
+from .connection import READ_HIGH_WATER, Connection, UpstreamDisconnected, UpstreamHttpError
 from .redact import Redactor, credentials
 from .upstream import Proxy, Upstream
 

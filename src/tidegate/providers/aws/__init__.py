@@ -1,0 +1,2 @@
+"""Amazon Web Services: Claude on Bedrock (`kind = "bedrock"`), Bedrock embeddings, and SigV4 signing with
+the AWS credentials."""

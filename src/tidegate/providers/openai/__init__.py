@@ -1,0 +1,2 @@
+"""OpenAI and OpenAI-compatible upstreams (`kind = "openai"`): chat completions, the Responses API passed
+through, images and embeddings."""
