@@ -7,6 +7,7 @@ reasoning_details): it is the richest common form, and the other doors convert i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 
@@ -30,54 +31,6 @@ class ProviderPrefs:
     jurisdictions: tuple[str, ...] | None = None
 
 
-@dataclass(slots=True)
-class ResponsesExtras:
-    """What a `/v1/responses` body carries beyond the canonical request (docs/agents.md).
-
-    `body` is the body as sent: a provider that speaks the Responses API (`kind = "openai"` with
-    `responses = true`) gets it untouched. `only` holds the fields (or hosted tools, by their place
-    `tools[i]`) that only such a provider can honour; every other route refuses the request by the
-    first one's name (providers/fidelity.py), unless it is a hosted tool and `drop_hosted` (the
-    model's `drop_hosted_tools`) lets a translated route leave it out. `tools` maps the name a
-    translated route's model calls back to the Responses tool it stands for (custom and namespaced
-    tools are flattened to functions there)."""
-
-    body: dict[str, Any]
-    only: dict[str, Any] = field(default_factory=dict)
-    hosted: dict[str, str] = field(default_factory=dict)  # `tools[i]` → the hosted tool's type
-    drop_hosted: bool = False
-    tools: dict[str, ToolRef] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class MessagesExtras:
-    """What a `/v1/messages` body carries beyond the canonical request (docs/agents.md, Claude Code).
-
-    `body` and `headers` (`anthropic-version`, `anthropic-beta`) are the request as sent: a provider
-    of kind `anthropic` gets them untouched. `only` holds what only such a provider can honour (a
-    field, a block or tool type by its place, a beta flag): every other route refuses the request by
-    the first one's name (providers/fidelity.py)."""
-
-    body: dict[str, Any]
-    headers: dict[str, str] = field(default_factory=dict)
-    only: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class GeminiExtras:
-    """What a Gemini API body carries beyond the canonical request (docs/agents.md, Gemini CLI).
-
-    `body` is the `generateContent` body as sent: a provider of kind `gemini` gets it untouched (its
-    chunks pass through). `only` holds what only such a provider can honour (a field, a part or a
-    tool by its place): every other route refuses the request by the first one's name
-    (providers/fidelity.py). `dropped` names the sampling fields other routes leave out, saying so
-    in `X-Tidegate-Dropped` (`topK`: no other API has it, and Gemini CLI sends it on every request)."""
-
-    body: dict[str, Any]
-    only: dict[str, Any] = field(default_factory=dict)
-    dropped: tuple[str, ...] = ()
-
-
 @dataclass(frozen=True, slots=True)
 class ToolRef:
     """A flattened Responses tool: `kind` function or custom, its own name and its namespace."""
@@ -85,6 +38,45 @@ class ToolRef:
     kind: str
     name: str
     namespace: str | None = None
+
+
+class WireFormat(StrEnum):
+    """An API a door's body is written in, which some upstreams speak too (`Kind.speaks`)."""
+
+    RESPONSES = "responses"  # OpenAI's Responses API
+    MESSAGES = "messages"  # Anthropic's Messages API, with its anthropic-* headers
+    GEMINI = "gemini"  # Google's generateContent
+
+
+@dataclass(slots=True)
+class AsSent:
+    """A door's body as the client sent it, beside the canonical request made from it (docs/agents.md).
+
+    A route whose provider speaks `wire` gets `body` (and `headers`: `anthropic-version`,
+    `anthropic-beta`) untouched. Every other route is translated from the canonical request: it refuses
+    the request by the first name in `only` (what only a route that speaks `wire` can honour: a field,
+    a block, part or tool type by its place, a beta flag; providers/fidelity.py), and leaves out
+    `dropped`, saying so in `X-Tidegate-Dropped` (Gemini's `topK`: no other API has it, and Gemini CLI
+    sends it on every request). An empty `body`: no route gets it as sent (an MCP loop's turns)."""
+
+    wire: WireFormat
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+    only: dict[str, Any] = field(default_factory=dict)
+    dropped: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class ResponsesTools:
+    """What a translated route needs of a `/v1/responses` body's tools (docs/agents.md). `hosted`: the
+    hosted tools by their place `tools[i]`, which only a route that speaks the Responses API serves;
+    another refuses the request by the first, unless `drop_hosted` (the model's `drop_hosted_tools`)
+    lets it leave them out. `refs`: the name a translated route's model calls back → the Responses
+    tool it stands for (custom and namespaced tools are flattened to functions there)."""
+
+    hosted: dict[str, str] = field(default_factory=dict)
+    drop_hosted: bool = False
+    refs: dict[str, ToolRef] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,14 +114,17 @@ class GenerationRequest:
     # hints that cannot change the answer (docs/translation.md): passed to the upstreams that take them
     prompt_cache_key: str | None = None
     safety_identifier: str | None = None
+    # the body as sent, by the doors whose API some upstreams speak (Responses, Messages, Gemini)
+    as_sent: AsSent | None = None
     # set by the Responses door only
-    responses: ResponsesExtras | None = None
-    # set by the Messages door only
-    messages_api: MessagesExtras | None = None
-    # set by the Gemini door only
-    gemini_api: GeminiExtras | None = None
+    responses_tools: ResponsesTools | None = None
     # set by every chat door before the generation starts (server/hints.py)
     session: SessionHints | None = None
+
+    def sent_as(self, wire: WireFormat) -> AsSent | None:
+        """The body as sent, when it was written in `wire` and there is one to send."""
+        sent = self.as_sent
+        return sent if sent is not None and sent.wire == wire and sent.body else None
 
     @property
     def include_usage(self) -> bool:

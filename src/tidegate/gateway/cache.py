@@ -28,7 +28,7 @@ from ..config.model import CacheSettings, ModelConfig, Route
 from ..doors import Door
 from ..events import Event, Failed, Finished, RawFrame, Started, TextDelta
 from ..records import CACHE_HIT_REASON, ApiKey, GenerationRecord, usage_dict
-from ..request import GenerationRequest
+from ..request import GenerationRequest, WireFormat
 from ..store.cache import CacheEntry, CacheStore, counts_of
 from .cancel import CancelSignal
 from .eventlog import decode_event, encode_event
@@ -149,6 +149,7 @@ class CacheProvider:
 
     name = PROVIDER
     kind = PROVIDER
+    speaks: frozenset[WireFormat] = frozenset()  # a hit's events are canonical: nothing goes as sent
 
     def __init__(self, events: Sequence[Event]) -> None:
         self.events = events

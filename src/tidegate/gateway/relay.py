@@ -38,7 +38,7 @@ from ..events import Event, Failed, Finished, Started
 from ..providers.base import ChatProvider, DirectStream, UpstreamStream
 from ..providers.fidelity import dropped_tools, refusal_message, refused_field
 from ..providers.http.client import OPEN_PROGRESS, OpenProgress
-from ..providers.kinds import GEMINI_AS_SENT, KINDS
+from ..providers.kinds import KINDS
 from ..request import GenerationRequest
 from .attempt import Attempt
 from .cancel import CANCELLED, MIN_WAIT_S, TIMED_OUT, CancelSignal, UpstreamClock
@@ -176,11 +176,9 @@ class Relay:
     async def run(self) -> AsyncGenerator[RelayItem, None]:
         health, breakers = self.health, self.breakers
         for i, (provider, route) in enumerate(self.routes):
-            # docs/api-edges.md §15: never silently dropped (`responses`: the provider speaks the Responses API)
+            # docs/api-edges.md §15: never silently dropped (what the provider speaks it takes as sent)
             kind = KINDS.get(provider.kind)  # (None: a provider of no registered kind, a test's)
-            refused = refused_field(
-                kind.fidelity if kind else None, self.request, getattr(provider, "responses", False)
-            )
+            refused = refused_field(kind.fidelity if kind else None, self.request, provider.speaks)
             if refused is not None:  # this route cannot serve the request as asked: the next may
                 message = refusal_message(refused, provider.name, provider.kind)
                 self.failures.append(RouteFailure(provider.name, "unsupported_parameter", message, 400))
@@ -417,7 +415,7 @@ class Relay:
         self.provider = provider.name
         self.served_model = served_model
         self._report_commit()
-        dropped = dropped_tools(self.request, getattr(provider, "responses", False), provider.kind in GEMINI_AS_SENT)
+        dropped = dropped_tools(self.request, provider.speaks)
         self.dropped = dropped
         return Committed(
             provider.name,

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..events import Event
-from ..request import GenerationRequest
+from ..request import GenerationRequest, WireFormat
 
 
 class UpstreamStream(Protocol):
@@ -42,6 +42,7 @@ class DirectStream(UpstreamStream, Protocol):
 class ChatProvider(Protocol):
     name: str
     kind: str
+    speaks: frozenset[WireFormat]  # the door APIs whose body it takes as sent (set by providers/kinds.py)
 
     async def open_chat(self, request: GenerationRequest, served_model: str) -> UpstreamStream: ...
 

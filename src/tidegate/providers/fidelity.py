@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..request import GenerationRequest
+from ..request import GenerationRequest, WireFormat
 from .anthropic.request import json_schema_of, thinking_budget, wants_json
 
 TRANSLATED, PASSED, REFUSED, HINT = "translated", "passed through", "refused", "accepted (hint)"
@@ -125,7 +125,7 @@ def _cache_markers(request: GenerationRequest) -> bool:
     """A prompt-cache breakpoint (`cache_control`) on a content part or a tool: the local model has no
     prompt cache to honour it with. On the Messages door it is a hint (Claude Code marks every request):
     a route without a prompt cache serves the request uncached."""
-    if request.messages_api is not None:
+    if request.as_sent is not None and request.as_sent.wire == WireFormat.MESSAGES:
         return False
     for message in request.messages:
         content = message.get("content")
@@ -148,8 +148,6 @@ class Fidelity:
     # what some requests still cannot be served with: (the field named in the refusal, the check)
     conditions: tuple[tuple[str, Callable[[GenerationRequest], bool]], ...] = ()
     checked: bool = True  # False: the client's body goes as sent, unknown fields too; nothing is refused
-    messages_as_sent: bool = False  # the Messages door's body and anthropic-* headers go as sent
-    gemini_as_sent: bool = False  # the Gemini door's body goes as sent (its `dropped` fields too)
     # False: a model that does not think. An effort (adaptive thinking, an effort hint) it satisfies
     # by doing nothing; a thinking budget it cannot honour is refused by the field's name as sent
     thinks: bool = True
@@ -157,13 +155,12 @@ class Fidelity:
 
 OPENAI = Fidelity(dict.fromkeys(CHAT_FIELDS, PASSED), checked=False)
 # anthropic, bedrock and vertex: the Messages API's body (on bedrock and vertex in another cloud's
-# envelope); each takes the Messages door's body as sent
-ANTHROPIC_FAMILY = Fidelity(_ANTHROPIC, (("response_format", _anthropic_json_refused),), messages_as_sent=True)
+# envelope); each speaks the Messages API, so takes the Messages door's body as sent (providers/kinds.py)
+ANTHROPIC_FAMILY = Fidelity(_ANTHROPIC, (("response_format", _anthropic_json_refused),))
 ANTHROPIC = ANTHROPIC_FAMILY
 GEMINI = Fidelity(
     {**HINTS, **_TRANSLATING, "seed": TRANSLATED},
     (("cache_control", _cache_markers), ("parallel_tool_calls", _serial_calls)),
-    gemini_as_sent=True,
 )
 LOCAL = Fidelity(
     {
@@ -190,29 +187,22 @@ GEMINI_NOTES = (
 )
 
 
-def refused_field(fidelity: Fidelity | None, request: GenerationRequest, responses: bool = False) -> str | None:
+def refused_field(
+    fidelity: Fidelity | None, request: GenerationRequest, speaks: frozenset[WireFormat] = frozenset()
+) -> str | None:
     """The first field `request` uses that a provider of this fidelity (its kind's, or None: a kind
-    with no table) cannot honour, or None. `responses`: the provider speaks the Responses API
-    (`kind = "openai"`, `responses = true`), which takes a Responses door's body as sent."""
-    messages = request.messages_api
-    if messages is not None:  # the Messages door (docs/agents.md)
-        if fidelity is not None and fidelity.messages_as_sent:
-            return None  # it gets the body and the anthropic-* headers as sent (providers/anthropic/messages.py)
-        if messages.only:
-            return next(iter(messages.only))
-    extras = request.responses
-    if extras is not None and not (responses and extras.body):  # (no body: an MCP loop's turns, built)
-        if extras.only:
-            return next(iter(extras.only))
-        if extras.hosted and not extras.drop_hosted:
-            where, tool = next(iter(extras.hosted.items()))
-            return f"{where}.type ({tool}, a hosted tool; the model's drop_hosted_tools = false refuses it)"
-    gemini = request.gemini_api
-    if gemini is not None and gemini.body:  # the Gemini door: a `gemini` route takes the body as sent
-        if fidelity is not None and fidelity.gemini_as_sent:
-            return None
-        if gemini.only:
-            return next(iter(gemini.only))
+    with no table) cannot honour, or None. `speaks`: the APIs the provider speaks (providers/kinds.py),
+    whose door's body it takes as sent, so nothing is refused."""
+    sent = request.as_sent
+    if sent is not None:
+        if sent.body and sent.wire in speaks:
+            return None  # as sent (providers/anthropic/messages.py, google/gemini.py, openai/responses.py)
+        if sent.only:
+            return next(iter(sent.only))
+    tools = request.responses_tools
+    if tools is not None and tools.hosted and not tools.drop_hosted:
+        where, tool = next(iter(tools.hosted.items()))
+        return f"{where}.type ({tool}, a hosted tool; the model's drop_hosted_tools = false refuses it)"
     if fidelity is None or not fidelity.checked:
         return None
     reasoning = request.reasoning
@@ -230,17 +220,19 @@ def refused_field(fidelity: Fidelity | None, request: GenerationRequest, respons
     return None
 
 
-def dropped_tools(request: GenerationRequest, responses: bool, gemini_as_sent: bool = False) -> tuple[str, ...]:
-    """What a route leaves out of `request`, for `X-Tidegate-Dropped`: the hosted tools (the model's
-    `drop_hosted_tools`), every one, on a route that does not speak the Responses API; the Gemini
-    door's `dropped` sampling fields on a route that does not take its body as sent (not `gemini`)."""
-    gemini = request.gemini_api
-    if gemini is not None and gemini.dropped and not gemini_as_sent:
-        return gemini.dropped
-    extras = request.responses
-    if extras is None or (responses and extras.body) or not extras.drop_hosted:
+def dropped_tools(request: GenerationRequest, speaks: frozenset[WireFormat]) -> tuple[str, ...]:
+    """What a route leaves out of `request`, for `X-Tidegate-Dropped`: the body's `dropped` fields (the
+    Gemini door's sampling fields) and the hosted tools (the model's `drop_hosted_tools`), every one,
+    on a route that does not take the body as sent."""
+    sent = request.as_sent
+    if sent is not None and sent.body and sent.wire in speaks:
         return ()
-    return tuple(dict.fromkeys(extras.hosted.values()))
+    if sent is not None and sent.dropped:
+        return sent.dropped
+    tools = request.responses_tools
+    if tools is None or not tools.drop_hosted:
+        return ()
+    return tuple(dict.fromkeys(tools.hosted.values()))
 
 
 # The Messages door (`POST /v1/messages`, docs/agents.md): what each kind does with its fields.

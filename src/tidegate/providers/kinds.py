@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ..config.model import PROVIDER_KINDS, REQUIRED_KEYS, ProviderConfig
 from ..config.server import ServerConfig
 from ..errors import NoProviderAvailable
+from ..request import WireFormat
 from . import fidelity
 from .aws.embeddings import BedrockEmbeddingProvider
 from .base import ChatProvider
@@ -52,7 +53,12 @@ class Kind:
     listing: Callable[[ProviderConfig], Listing | None] | None = None
     http: bool = True  # an HTTP upstream: `verify = false` is warned about at every start
     warm: bool = True  # its chat provider is built at startup (`Router.warm`), not at its first request
+    speaks: frozenset[WireFormat] = frozenset()  # the door APIs it takes a body of as sent
     responses: bool = False  # honours `responses = true` (the upstream speaks the Responses API too)
+
+    def speaks_for(self, config: ProviderConfig) -> frozenset[WireFormat]:
+        """What a provider of this kind speaks: its kind's APIs, and the Responses API if it says so."""
+        return self.speaks | {WireFormat.RESPONSES} if self.responses and config.responses else self.speaks
 
     @property
     def required_keys(self) -> tuple[str, ...]:
@@ -187,6 +193,7 @@ _ENTRIES = (
         "anthropic",
         upstream=lambda p: p.base_url or "https://api.anthropic.com",
         listing=anthropic_listing,
+        speaks=frozenset({WireFormat.MESSAGES}),
     ),
     Kind(
         "bedrock",
@@ -196,6 +203,7 @@ _ENTRIES = (
         embeddings=BedrockEmbeddingProvider,
         upstream=lambda p: p.endpoint_url or f"https://bedrock-runtime.{p.region}.amazonaws.com",
         credentials=_aws_credentials,
+        speaks=frozenset({WireFormat.MESSAGES}),
     ),
     Kind(
         "vertex",
@@ -204,6 +212,7 @@ _ENTRIES = (
         "gcp.vertex_ai",
         embeddings=VertexEmbeddingProvider,
         upstream=_vertex_url,
+        speaks=frozenset({WireFormat.MESSAGES}),
     ),
     Kind(
         "gemini",
@@ -213,6 +222,7 @@ _ENTRIES = (
         embeddings=_gemini_embeddings,
         upstream=_gemini_url,
         listing=gemini_listing,
+        speaks=frozenset({WireFormat.GEMINI}),
     ),
     Kind(
         "local",
@@ -230,11 +240,6 @@ KINDS: dict[str, Kind] = {k.name: k for k in _ENTRIES}
 if tuple(KINDS) != PROVIDER_KINDS or len(KINDS) != len(_ENTRIES):
     registered = [k.name for k in _ENTRIES]
     raise RuntimeError(f"providers/kinds.py registers {registered}; config/model.py names {PROVIDER_KINDS}")
-# the kinds that take a door's body as sent (the doors' passthrough, the relay's dropped fields), and
-# the kinds that honour `responses = true`: sets, so a door's per-request check stays a membership test
-MESSAGES_AS_SENT = frozenset(k.name for k in _ENTRIES if k.fidelity.messages_as_sent)
-GEMINI_AS_SENT = frozenset(k.name for k in _ENTRIES if k.fidelity.gemini_as_sent)
-RESPONSES_KINDS = frozenset(k.name for k in _ENTRIES if k.responses)
 
 
 def kind_of(config: ProviderConfig) -> Kind:
@@ -244,9 +249,17 @@ def kind_of(config: ProviderConfig) -> Kind:
     return kind
 
 
+def speaking(providers: Mapping[str, ProviderConfig], wire: WireFormat) -> frozenset[str]:
+    """The providers that take a body written in `wire` as sent (a door's passthrough routes)."""
+    return frozenset(name for name, p in providers.items() if p.kind in KINDS and wire in KINDS[p.kind].speaks_for(p))
+
+
 def build_chat_provider(config: ProviderConfig, connect_timeout_s: float = 10.0) -> ChatProvider:
     """The chat provider of `config.kind`; HTTP kinds get one connection pool each."""
-    return kind_of(config).chat(config, connect_timeout_s)
+    kind = kind_of(config)
+    provider = kind.chat(config, connect_timeout_s)
+    provider.speaks = kind.speaks_for(config)
+    return provider
 
 
 def build_embedding_provider(config: ProviderConfig, connect_timeout_s: float = 10.0) -> EmbeddingProvider:
@@ -264,7 +277,9 @@ def build_image_provider(config: ProviderConfig, server: ServerConfig) -> ChatPr
         raise NoProviderAvailable(
             f"provider {config.name!r} (kind {config.kind!r}) serves no images; image models need {serving}"
         )
-    return build(config, server)
+    provider = build(config, server)
+    provider.speaks = kind_of(config).speaks_for(config)
+    return provider
 
 
 def translation_markdown() -> str:

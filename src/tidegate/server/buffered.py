@@ -57,8 +57,8 @@ async def serve_mcp(
     # each turn adds the MCP tools and the calls' results: the client's body as sent (what an OpenAI
     # passthrough forwards) no longer says what a turn asks, so every kind builds it from the request
     request.raw_body = {}
-    if request.responses is not None:  # nor does the Responses body: no route gets it as sent
-        request.responses.body = {}
+    if request.as_sent is not None:  # nor does the Responses body: no route gets it as sent
+        request.as_sent.body = {}
     buffered = buffered_headers(reason)
     assert req.generation_id is not None
     generation_id = req.generation_id

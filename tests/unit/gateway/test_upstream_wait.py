@@ -180,6 +180,7 @@ class _SocketStream:
 class _SocketProvider:
     name = "sock"
     kind = "test"
+    speaks: frozenset[str] = frozenset()
 
     def __init__(self, reader: asyncio.StreamReader, open_s: float = 0.0) -> None:
         self.reader = reader
@@ -267,6 +268,7 @@ class _CountingSilentProvider:
 
     name = "silent"
     kind = "test"
+    speaks: frozenset[str] = frozenset()
 
     def __init__(self) -> None:
         self.opened = 0

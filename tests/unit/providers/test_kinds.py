@@ -14,15 +14,14 @@ from tidegate.config.server import ServerConfig
 from tidegate.errors import NoProviderAvailable
 from tidegate.providers import fidelity
 from tidegate.providers.kinds import (
-    GEMINI_AS_SENT,
     KINDS,
-    MESSAGES_AS_SENT,
-    RESPONSES_KINDS,
     Kind,
     build_chat_provider,
     build_embedding_provider,
     build_image_provider,
+    speaking,
 )
+from tidegate.request import WireFormat
 
 SRC = Path(__file__).resolve().parents[3] / "src" / "tidegate"
 
@@ -61,7 +60,7 @@ def test_the_http_kinds_build_their_providers(name: str) -> None:
     provider = build_chat_provider(_config(name, responses=True))
     assert provider.name == f"p-{name}"
     assert provider.kind == name
-    assert provider.responses is kind.responses  # only a kind that honours `responses`
+    assert (WireFormat.RESPONSES in provider.speaks) is kind.responses  # only a kind that honours `responses`
     if kind.embeddings is None:
         with pytest.raises(NoProviderAvailable, match="serves no embeddings"):
             build_embedding_provider(_config(name))
@@ -74,10 +73,15 @@ def test_the_http_kinds_build_their_providers(name: str) -> None:
         assert build_image_provider(_config(name), ServerConfig()).name == f"p-{name}"
 
 
-def test_the_door_sets_follow_the_entries() -> None:
-    assert MESSAGES_AS_SENT == {"anthropic", "bedrock", "vertex"}
-    assert GEMINI_AS_SENT == {"gemini"}
-    assert RESPONSES_KINDS == {"openai"}
+def test_what_each_kind_speaks_follows_its_entry_and_the_responses_switch() -> None:
+    """The doors' passthrough routes and each built provider's `speaks` come from the entries."""
+    configs = {name: _config(name) for name in PROVIDER_KINDS} | {"openai-r": _config("openai", responses=True)}
+    assert speaking(configs, WireFormat.MESSAGES) == {"anthropic", "bedrock", "vertex"}
+    assert speaking(configs, WireFormat.GEMINI) == {"gemini"}
+    assert speaking(configs, WireFormat.RESPONSES) == {"openai-r"}
+    assert build_chat_provider(configs["openai-r"]).speaks == {WireFormat.RESPONSES}
+    assert build_chat_provider(configs["openai"]).speaks == frozenset()
+    assert build_chat_provider(configs["bedrock"]).speaks == {WireFormat.MESSAGES}
 
 
 def _named_kinds(path: Path) -> list[str]:

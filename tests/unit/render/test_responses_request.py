@@ -201,7 +201,7 @@ def test_responses_400_names_the_field(body: dict[str, Any], mentions: str) -> N
 def test_responses_only_fields_are_kept_by_name(body: dict[str, Any], only: dict[str, Any]) -> None:
     """Fields only a Responses API route honours: refused by name on the others (providers/fidelity.py)."""
     parsed = parse_responses_request({"model": "m", "input": "x", **body})
-    assert parsed.request.responses is not None and parsed.request.responses.only == only
+    assert parsed.request.as_sent is not None and parsed.request.as_sent.only == only
 
 
 def test_responses_hosted_tools_and_text_format() -> None:
@@ -213,8 +213,9 @@ def test_responses_hosted_tools_and_text_format() -> None:
             "text": {"format": {"type": "json_schema", "name": "n", "schema": {"type": "object"}}},
         }
     )
-    extras = parsed.request.responses
-    assert extras is not None and extras.hosted == {"tools[0]": "web_search"} and not extras.only
+    sent, tools = parsed.request.as_sent, parsed.request.responses_tools
+    assert sent is not None and tools is not None
+    assert tools.hosted == {"tools[0]": "web_search"} and not sent.only
     assert [t["function"]["name"] for t in parsed.request.tools or []] == ["f"]
     assert parsed.request.response_format == {
         "type": "json_schema",

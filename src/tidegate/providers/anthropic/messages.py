@@ -4,7 +4,7 @@
 `MessagesEventDecoder` turns Messages stream events (name + JSON) into canonical events; it is fed by
 `AnthropicSSEDecoder` here (bytes → SSE) and by Bedrock's eventstream decoder. Pure: no I/O.
 
-A request from the Messages door (`request.messages_api`) is passed through: the client's body as
+A request from the Messages door (`request.as_sent`) is passed through: the client's body as
 sent (the route's model in `model`, `stream` on, tidegate's `provider` object left out) with its
 `anthropic-version` and `anthropic-beta` headers, and each upstream event comes back as its data
 bytes (`RawFrame`, which that door writes untouched) before the canonical events it says. The
@@ -34,7 +34,7 @@ from ...events import (
     UsageReport,
 )
 from ...events import Finished as FinishedEvent
-from ...request import GenerationRequest, MessagesExtras
+from ...request import AsSent, GenerationRequest, WireFormat
 from ...sse import SSEDecoder, SSEEvent
 from ..http.transport import (
     HttpProvider,
@@ -319,7 +319,7 @@ def secret_from_env(var: str | None, what: str, provider: str) -> str:
     return value
 
 
-def sent_body(extras: MessagesExtras) -> dict[str, Any]:
+def sent_body(extras: AsSent) -> dict[str, Any]:
     """The Messages door's body as sent, without tidegate's `provider` object (routing is tidegate's)."""
     return {k: v for k, v in extras.body.items() if k != "provider"}
 
@@ -339,7 +339,7 @@ class AnthropicAdapter:
             **self.config.headers,
             "x-api-key": key,
         }
-        extras = request.messages_api
+        extras = request.sent_as(WireFormat.MESSAGES)
         if extras is not None:  # the Messages door: as sent
             headers.update(extras.headers)
             body = orjson.dumps({**sent_body(extras), "model": served_model, "stream": True})
@@ -348,7 +348,7 @@ class AnthropicAdapter:
         return UpstreamHttpRequest("POST", self.url, headers, body)
 
     def new_decoder(self, request: GenerationRequest, served_model: str) -> StreamDecoder:
-        if request.messages_api is not None:
+        if request.sent_as(WireFormat.MESSAGES) is not None:
             return AnthropicSSEDecoder(self.name, served_model, passthrough=True)
         return AnthropicSSEDecoder(self.name, served_model, wants_json(request))
 

@@ -22,7 +22,7 @@ from botocore.eventstream import ChecksumMismatch, EventStreamBuffer, ParserErro
 from ...config.model import ProviderConfig
 from ...errors import ProviderFailure, retriable_status
 from ...events import Event, RawFrame
-from ...request import GenerationRequest
+from ...request import GenerationRequest, WireFormat
 from ..anthropic.messages import MessagesEventDecoder, error_text, sent_body
 from ..anthropic.request import messages_body, wants_json
 from ..http.transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, retry_after_seconds, undecodable
@@ -147,7 +147,7 @@ def bedrock_body(request: GenerationRequest) -> dict[str, Any]:
     """InvokeModel's body: the model is in the URL and the stream in the operation, so neither is in
     the body; the Messages door's body goes as sent with its `anthropic-beta` flags as the
     `anthropic_beta` array (Bedrock reads no anthropic-* header), other doors' requests translated."""
-    extras = request.messages_api
+    extras = request.sent_as(WireFormat.MESSAGES)
     if extras is None:
         body = messages_body(request, model=None, stream=False)
     else:
@@ -188,7 +188,7 @@ class BedrockAdapter:
         return UpstreamHttpRequest("POST", url, headers, body, sign=sign)
 
     def new_decoder(self, request: GenerationRequest, served_model: str) -> StreamDecoder:
-        if request.messages_api is not None:
+        if request.sent_as(WireFormat.MESSAGES) is not None:
             return BedrockStreamDecoder(self.name, served_model, passthrough=True)
         return BedrockStreamDecoder(self.name, served_model, wants_json(request))
 

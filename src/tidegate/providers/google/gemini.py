@@ -39,7 +39,7 @@ from ...events import (
     UsageReport,
 )
 from ...events import Finished as FinishedEvent
-from ...request import GenerationRequest
+from ...request import GenerationRequest, WireFormat
 from ...sse import SSEDecoder
 from ..http.transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, sanitize, undecodable
 from .auth import adc_unless_static, bearer_token
@@ -231,13 +231,13 @@ class GeminiAdapter:
             **self.config.headers,
             **await self._auth(),
         }
-        extras = request.gemini_api  # the Gemini door's body goes as sent (docs/agents.md)
-        body = extras.body if extras is not None and extras.body else gemini_body(request)
+        sent = request.sent_as(WireFormat.GEMINI)  # the Gemini door's body goes as sent (docs/agents.md)
+        body = sent.body if sent is not None else gemini_body(request)
         return UpstreamHttpRequest("POST", self.url_for(served_model), headers, orjson.dumps(body))
 
     def new_decoder(self, request: GenerationRequest, served_model: str) -> StreamDecoder:
-        extras = request.gemini_api
-        return GeminiEventDecoder(self.name, served_model, raw=extras is not None and bool(extras.body))
+        raw = request.sent_as(WireFormat.GEMINI) is not None
+        return GeminiEventDecoder(self.name, served_model, raw=raw)
 
     def map_error(self, status: int, headers: dict[str, str], body: bytes) -> ProviderFailure:
         return vertex_failure(status, headers, body, self.name)  # Google's error envelope, both hosts

@@ -15,7 +15,7 @@ import orjson
 
 from ...config.model import ProviderConfig
 from ...errors import ProviderFailure, retriable_status
-from ...request import GenerationRequest
+from ...request import GenerationRequest, WireFormat
 from ..anthropic.messages import AnthropicSSEDecoder, error_text, parse_error_body, sent_body
 from ..anthropic.request import messages_body, wants_json
 from ..http.transport import HttpProvider, StreamDecoder, UpstreamHttpRequest, retry_after_seconds
@@ -73,7 +73,7 @@ def vertex_failure(status: int, headers: dict[str, str], body: bytes, who: str) 
 
 def vertex_body(request: GenerationRequest) -> dict[str, Any]:
     """rawPredict's body: the model is in the URL; the Messages door's body goes as sent."""
-    extras = request.messages_api
+    extras = request.sent_as(WireFormat.MESSAGES)
     if extras is None:
         body = messages_body(request, model=None, stream=True)
     else:
@@ -113,13 +113,14 @@ class VertexAdapter:
             **self.config.headers,
             "authorization": f"Bearer {token}",
         }
-        beta = request.messages_api.headers.get("anthropic-beta") if request.messages_api else None
+        sent = request.sent_as(WireFormat.MESSAGES)
+        beta = sent.headers.get("anthropic-beta") if sent is not None else None
         if beta:  # Vertex takes the beta flags as Anthropic's header (the version is in the body)
             headers["anthropic-beta"] = beta
         return UpstreamHttpRequest("POST", self.url_for(project, served_model), headers, orjson.dumps(body_obj))
 
     def new_decoder(self, request: GenerationRequest, served_model: str) -> StreamDecoder:
-        if request.messages_api is not None:
+        if request.sent_as(WireFormat.MESSAGES) is not None:
             return AnthropicSSEDecoder(self.name, served_model, passthrough=True)
         return AnthropicSSEDecoder(self.name, served_model, wants_json(request))
 

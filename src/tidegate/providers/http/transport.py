@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from ...config.model import ProviderConfig
 from ...errors import ProviderFailure, retriable_status
 from ...events import Event, Failed
-from ...request import GenerationRequest
+from ...request import GenerationRequest, WireFormat
 from ...sse import SSEProtocolError
 from ..hints import what_to_check
 from .client import AddressRefused, ConnectFailed, HttpClient, HttpResponse, UpstreamHttpError
@@ -276,14 +276,11 @@ class HttpProvider:
         adapter: HttpAdapter,
         connect_timeout_s: float = 10.0,
         config: ProviderConfig | None = None,
-        responses: bool = False,
     ) -> None:
-        """`config`: the provider's connection options (proxy, TLS, pool); without it, the defaults.
-        `responses`: the upstream speaks the Responses API too (`responses = true` on a kind that
-        honours it, providers/kinds.py; providers/fidelity.py asks)."""
+        """`config`: the provider's connection options (proxy, TLS, pool); without it, the defaults."""
         self.name = name
         self.kind = kind
-        self.responses = responses
+        self.speaks: frozenset[WireFormat] = frozenset()  # providers/kinds.py sets what its kind speaks
         self.adapter = adapter
         self.config = config
         self.client = http_client_for(name, connect_timeout_s, config)

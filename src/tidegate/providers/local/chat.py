@@ -24,7 +24,7 @@ from ...config.model import ProviderConfig
 from ...errors import ProviderFailure
 from ...events import Event, Failed, Finished, Started, TextDelta, ToolCallDelta, UsageReport
 from ...ids import new_ulid
-from ...request import GenerationRequest
+from ...request import GenerationRequest, WireFormat
 from . import tools as local_tools
 from .tools import Calling
 
@@ -277,6 +277,7 @@ class _LocalStream:
 
 class LocalProvider:
     kind = "local"
+    speaks: frozenset[WireFormat] = frozenset()
 
     def __init__(self, config: ProviderConfig) -> None:
         self.name = config.name

@@ -382,6 +382,4 @@ class OpenAIAdapter:
 
 
 def build_openai_provider(config: ProviderConfig, connect_timeout_s: float = 10.0) -> HttpProvider:
-    return HttpProvider(
-        config.name, "openai", OpenAIAdapter(config), connect_timeout_s, config, responses=config.responses
-    )
+    return HttpProvider(config.name, "openai", OpenAIAdapter(config), connect_timeout_s, config)

@@ -225,4 +225,4 @@ class OpenAIImageAdapter:
 def openai_image_provider(config: ProviderConfig, server: ServerConfig) -> HttpProvider:
     """An `openai` provider's images (the image kinds are in providers/kinds.py)."""
     adapter = OpenAIImageAdapter(config, server.max_partial_image_bytes, server.max_image_bytes)
-    return HttpProvider(config.name, "openai", adapter, server.connect_timeout_s, config, responses=config.responses)
+    return HttpProvider(config.name, "openai", adapter, server.connect_timeout_s, config)

@@ -28,7 +28,7 @@ from ...events import (
     ToolCallDelta,
     UsageReport,
 )
-from ...request import GenerationRequest
+from ...request import GenerationRequest, WireFormat
 from ...sse import SSEDecoder
 from ..http.transport import sanitize
 
@@ -38,8 +38,8 @@ TERMINAL = frozenset({"response.completed", "response.incomplete", "response.fai
 def responses_body(request: GenerationRequest, served_model: str) -> dict[str, Any] | None:
     """The body for a Responses API upstream, or None when the request did not come through the
     Responses door as sent (the chat and native doors, an MCP tool loop's turns)."""
-    extras = request.responses
-    if extras is None or not extras.body:
+    extras = request.sent_as(WireFormat.RESPONSES)
+    if extras is None:
         return None
     body = {k: v for k, v in extras.body.items() if k != "provider"}  # routing is tidegate's, never forwarded
     body["model"] = served_model

@@ -26,9 +26,10 @@ from ....errors import InvalidRequest, ModelNotFound, NotFound, TidegateError, q
 from ....events import Event, Failed
 from ....gateway.generation import Generation
 from ....gateway.usage import count_tokens, estimate_prompt_tokens, tokenizer_ready
-from ....providers.kinds import GEMINI_AS_SENT
+from ....providers.kinds import speaking
 from ....records import ApiKey
 from ....render.gemini import KEEPALIVE, GeminiResponseBuilder, GeminiStreamRenderer, google_error
+from ....request import WireFormat
 from ...door import BuiltJson, DoorSpec, serve_generation
 from ...http import Request
 from ...state import AppState
@@ -126,7 +127,7 @@ async def model_action(req: Request, state: AppState, key: ApiKey) -> None:
     if alt not in ("sse", "json"):
         raise InvalidRequest(f"'alt' must be sse or json, got {quote(alt)}")
     request = parse_gemini_request(body, model, stream)
-    passthrough = frozenset(name for name, p in state.config.providers.items() if p.kind in GEMINI_AS_SENT)
+    passthrough = speaking(state.config.providers, WireFormat.GEMINI)
     spec = DoorSpec(
         door=Door.GEMINI,
         model_type="chat",

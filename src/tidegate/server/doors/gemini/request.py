@@ -31,7 +31,7 @@ import orjson
 from ....errors import InvalidRequest, quote
 from ....gateway.routing import parse_provider_prefs
 from ....render.gemini import SKIP_SIGNATURE, unpack_reasoning
-from ....request import GeminiExtras, GenerationRequest, ReasoningOptions
+from ....request import AsSent, GenerationRequest, ReasoningOptions, WireFormat
 
 # the fields of GenerateContentRequest (REST reference) the door reads; `provider` is tidegate's routing
 FIELDS = frozenset(
@@ -446,5 +446,5 @@ def parse_gemini_request(body: Any, model: str, stream: bool) -> GenerationReque
     )
     request.tool_choice = _tool_choice(body, only) if tools else None
     dropped = _generation(body.get("generationConfig"), request, only)
-    request.gemini_api = GeminiExtras(body=sent, only=only, dropped=dropped)
+    request.as_sent = AsSent(WireFormat.GEMINI, sent, only=only, dropped=dropped)
     return request

@@ -22,9 +22,10 @@ from ....errors import ModelNotFound, TidegateError, quote
 from ....events import Event, Failed
 from ....gateway.generation import Generation
 from ....gateway.usage import count_tokens, estimate_prompt_tokens, quick_prompt_estimate, tokenizer_ready
-from ....providers.kinds import MESSAGES_AS_SENT
+from ....providers.kinds import speaking
 from ....records import ApiKey
 from ....render.messages import MessageBuilder, MessagesStreamRenderer
+from ....request import WireFormat
 from ...door import BuiltJson, DoorSpec, serve_generation
 from ...http import Request
 from ...state import AppState
@@ -120,7 +121,7 @@ def _headers(req: Request) -> dict[str, str]:
 async def messages(req: Request, state: AppState, key: ApiKey) -> None:
     body = await req.json(state.config.server.max_body_bytes)
     parsed = parse_messages_request(body, _headers(req))
-    passthrough = frozenset(name for name, p in state.config.providers.items() if p.kind in MESSAGES_AS_SENT)
+    passthrough = speaking(state.config.providers, WireFormat.MESSAGES)
     spec = DoorSpec(
         door=Door.MESSAGES,
         model_type="chat",

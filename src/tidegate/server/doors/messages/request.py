@@ -26,7 +26,7 @@ import orjson
 
 from ....errors import InvalidRequest, quote
 from ....gateway.routing import parse_provider_prefs
-from ....request import GenerationRequest, MessagesExtras, ReasoningOptions
+from ....request import AsSent, GenerationRequest, ReasoningOptions, WireFormat
 from ...validate import opt_bool, opt_dict, opt_int, opt_list, opt_number, require_object, require_str
 
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
@@ -94,9 +94,9 @@ class MessagesRequest:
     omit_thinking: bool = False
 
     @property
-    def extras(self) -> MessagesExtras:
-        assert self.request.messages_api is not None
-        return self.request.messages_api
+    def extras(self) -> AsSent:
+        assert self.request.as_sent is not None
+        return self.request.as_sent
 
 
 def betas_of(header: str | None) -> list[str]:
@@ -428,5 +428,5 @@ def parse_messages_request(body: Any, headers: dict[str, str], *, count_only: bo
         response_format=_response_format(body),
         provider=parse_provider_prefs(body.get("provider")),
     )
-    request.messages_api = MessagesExtras(body=body, headers=headers, only=only)
+    request.as_sent = AsSent(WireFormat.MESSAGES, body, headers=headers, only=only)
     return MessagesRequest(request, omit_thinking=omitted)

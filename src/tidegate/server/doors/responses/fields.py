@@ -9,7 +9,7 @@ Every field of the Responses API reference (openai-python's `ResponseCreateParam
   `safety_identifier` and `user`; the Anthropic kinds get `user` / `safety_identifier` as
   `metadata.user_id`), otherwise left out on purpose;
 - honoured only by a route that speaks the Responses API (`ONLY`, and any field this table does not
-  know): kept in `ResponsesExtras.only`, and every other route refuses the request naming it
+  know): kept in `AsSent.only`, and every other route refuses the request naming it
   (providers/fidelity.py). A value that asks for nothing (`background: false`, `truncation:
   "disabled"`, `service_tier: "auto"`, ...) is not a use of the field.
 """

@@ -37,7 +37,7 @@ class _ResponsesStream:
         )
 
     def begin(self, committed: Committed) -> bytes:
-        if committed.provider in self.passthrough and self.gen.request.responses is not None:
+        if committed.provider in self.passthrough and self.gen.request.as_sent is not None:
             self.renderer.passthrough = True  # the upstream's own `response.created` comes next
             return b""
         return self.renderer.begin()

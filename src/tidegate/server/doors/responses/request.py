@@ -20,7 +20,7 @@ import orjson
 
 from ....errors import InvalidRequest, quote
 from ....gateway.routing import parse_provider_prefs
-from ....request import GenerationRequest, ReasoningOptions, ResponsesExtras, ToolRef
+from ....request import AsSent, GenerationRequest, ReasoningOptions, ResponsesTools, ToolRef, WireFormat
 from ...validate import opt_bool, opt_dict, opt_int, opt_list, opt_number, opt_str, require_object, require_str
 from .fields import check_hints, check_include, only_fields, text_format
 from .tools import Tools, convert_tool_choice, convert_tools, flat_name
@@ -76,8 +76,8 @@ class ResponsesRequest:
     @property
     def tool_refs(self) -> dict[str, ToolRef]:
         """Flat tool name → the Responses tool it stands for (custom and namespaced tools)."""
-        extras = self.request.responses
-        return extras.tools if extras is not None else {}
+        tools = self.request.responses_tools
+        return tools.refs if tools is not None else {}
 
 
 def _reject_unknown(body: dict[str, Any], allowed: frozenset[str], door: str) -> None:
@@ -360,7 +360,8 @@ def _parse(body: Any, door: str, stream_default: bool) -> ResponsesRequest:
         safety_identifier=opt_str(body, "safety_identifier") if responses else None,
     )
     if responses:
-        request.responses = ResponsesExtras(body=body, only=only, hosted=tools.hosted, tools=tools.refs)
+        request.as_sent = AsSent(WireFormat.RESPONSES, body, only=only)
+        request.responses_tools = ResponsesTools(hosted=tools.hosted, refs=tools.refs)
     return ResponsesRequest(
         request=request,
         instructions=instructions,

@@ -10,8 +10,9 @@ from ....doors import Door
 from ....gateway.generation import Generation
 from ....mcp.loop import LoopResult
 from ....mcp.tools import split_tools
-from ....providers.kinds import RESPONSES_KINDS
+from ....providers.kinds import speaking
 from ....records import ApiKey
+from ....request import WireFormat
 from ...buffered import serve_mcp
 from ...door import DoorSpec, serve_generation
 from ...http import Request
@@ -39,12 +40,11 @@ async def serve_responses_door(
     rest, specs = split_tools(body)
     parsed = parse(rest)
     await check_owner(state, key, rest)  # another key's conversation: a 404 before any upstream
-    extras = parsed.request.responses
+    tools = parsed.request.responses_tools
     model = state.config.models.get(parsed.request.model)
-    if extras is not None and model is not None:  # the model's word on hosted tools (docs/agents.md)
-        extras.drop_hosted = model.drop_hosted_tools
-    providers = state.config.providers
-    parsed.passthrough = frozenset(name for name, p in providers.items() if p.kind in RESPONSES_KINDS and p.responses)
+    if tools is not None and model is not None:  # the model's word on hosted tools (docs/agents.md)
+        tools.drop_hosted = model.drop_hosted_tools
+    parsed.passthrough = speaking(state.config.providers, WireFormat.RESPONSES)
     if parsed.passthrough:
         parsed.bind = lambda response: bind(state, key, response)
     if specs:

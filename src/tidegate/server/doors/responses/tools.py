@@ -8,7 +8,7 @@
 - `namespace` tools group functions (and custom tools): each member becomes one flat function named
   `<namespace>__<name>`, and a call to it comes back as the member's own name with its `namespace`.
 - Hosted tools (`web_search`, `file_search`, ...) run on OpenAI's side: only a route that speaks the
-  Responses API can serve them. They are kept in `ResponsesExtras.hosted` by their place `tools[i]`;
+  Responses API can serve them. They are kept in `ResponsesTools.hosted` by their place `tools[i]`;
   providers/fidelity.py refuses them on other routes unless the model drops them.
 - `mcp` tools never reach this module: the door runs them itself (server/buffered.py).
 """
