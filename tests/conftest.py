@@ -1,14 +1,10 @@
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from helpers import STARTED, ServerProcess, local_config, secrets_of, start_server
+from tests.support.process import STARTED, ServerProcess, local_config, secrets_of, start_server
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -19,10 +19,10 @@ from typing import Any
 
 import httpx
 
-from emulators.anthropic_upstream import AnthropicFamilyEmulator
-from emulators.gemini_upstream import GeminiEmulator
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from helpers import ServerProcess, sqlite_url, start_server
+from tests.emulators.anthropic_upstream import AnthropicFamilyEmulator
+from tests.emulators.gemini_upstream import GeminiEmulator
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.process import ServerProcess, sqlite_url, start_server
 from tidegate.providers.kinds import KINDS
 
 # the fault matrix, the seed loops and the JS loop run over REMOTE_KINDS; the conformance suite runs

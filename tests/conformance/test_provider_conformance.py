@@ -16,8 +16,8 @@ from typing import Any
 import openai
 import pytest
 
-from conformance.stack import ALL_KINDS, LOCAL_MODEL, PROVIDER, Stack, marker, route, running_stack
-from helpers import SSEResult, stream_sse
+from tests.conformance.stack import ALL_KINDS, LOCAL_MODEL, PROVIDER, Stack, marker, route, running_stack
+from tests.support.streams import SSEResult, stream_sse
 
 # ---- what each kind's upstream answers (the emulators' scripts; `None`: the real model decides) --------
 

@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from emulators.anthropic_upstream import SHELL_COMMAND, read_answer, read_path
+from tests.emulators.anthropic_upstream import SHELL_COMMAND, read_answer, read_path
 
 THOUGHT = "Let me think about it."
 SIGNATURE = "c2lnbmF0dXJlLWVtdQ=="

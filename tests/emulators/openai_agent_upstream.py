@@ -18,8 +18,8 @@ from typing import Any
 
 from aiohttp import web
 
-from emulators.anthropic_upstream import SHELL_COMMAND, read_answer, read_path
-from emulators.openai_upstream import OpenAIUpstream, Recorded
+from tests.emulators.anthropic_upstream import SHELL_COMMAND, read_answer, read_path
+from tests.emulators.openai_upstream import OpenAIUpstream, Recorded
 
 
 def _tool_result(body: dict[str, Any]) -> str | None:

@@ -31,7 +31,7 @@ from typing import Any
 
 from aiohttp import web
 
-from emulators.anthropic_upstream import SHELL_COMMAND
+from tests.emulators.anthropic_upstream import SHELL_COMMAND
 
 TEXT = ["Hello", " from the Responses API", " \u00e9\u2713"]
 USAGE = {

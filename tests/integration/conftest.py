@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream
+from tests.emulators.openai_upstream import OpenAIUpstream
 
 
 @pytest.fixture(scope="session")

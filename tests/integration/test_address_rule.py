@@ -3,7 +3,7 @@ resolves to the metadata address when `serve` connects is refused before any byt
 that address is spelled, and even when `check-config` saw the name resolve elsewhere.
 
 Names resolve through a hosts file inside a network and mount namespace of the test's own
-(`netns_address_rule.py`, run under `unshare --net --mount`): the metadata address is a listener
+(`tests/support/netns_address_rule.py`, run under `unshare --net --mount`): the metadata address is a listener
 on that namespace's loopback, never a real one.
 """
 
@@ -14,13 +14,12 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
-from netns_address_rule import CANARY, REFUSED_NAMES
 
-SCENARIO = Path(__file__).with_name("netns_address_rule.py")
+from tests.support.netns_address_rule import CANARY, REFUSED_NAMES
+from tests.support.process import REPO
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root and unshare for a namespace"
@@ -31,7 +30,8 @@ pytestmark = pytest.mark.skipif(
 def outcome(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     workdir = tmp_path_factory.mktemp("address-rule")
     result = subprocess.run(
-        ["unshare", "--net", "--mount", sys.executable, str(SCENARIO), str(workdir)],
+        ["unshare", "--net", "--mount", sys.executable, "-m", "tests.support.netns_address_rule", str(workdir)],
+        cwd=REPO,  # where `tests` imports from
         capture_output=True,
         text=True,
         timeout=300,

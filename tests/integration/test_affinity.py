@@ -6,7 +6,6 @@ processes on one store share it; it expires after `affinity_ttl_s`."""
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,11 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream
-from helpers import ServerProcess, start_server
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "store"))
-from store_backends import shared_store_url
+from tests.emulators.openai_upstream import OpenAIUpstream
+from tests.support.process import ServerProcess, start_server
+from tests.support.store_backends import shared_store_url
 
 SYSTEM = {"role": "system", "content": "You are a coding agent. " * 200}  # ~5 KB: a provider caches it
 

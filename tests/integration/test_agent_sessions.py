@@ -5,20 +5,16 @@ credential-named metadata; the sessions list groups them, all keys' for an admin
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream
-from helpers import ServerProcess, start_server
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "store"))
-from store_backends import shared_store_url
+from tests.emulators.openai_upstream import OpenAIUpstream
+from tests.support.process import ServerProcess, start_server
+from tests.support.store_backends import shared_store_url
 
 HI = [{"role": "user", "content": "hi"}]
 CODEX_UA = "codex_exec/0.169.0 (Ubuntu 24.4.0; x86_64) xterm (codex_exec; 0.169.0)"

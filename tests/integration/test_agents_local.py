@@ -27,8 +27,8 @@ from typing import Any
 import httpx
 import pytest
 
-from coding_agents_install import agent_binary
-from helpers import ServerProcess, start_server
+from tests.support.agents import agent_binary
+from tests.support.process import ServerProcess, start_server
 
 MODEL = "local/smollm2"  # the embedded default's chat model
 MARKER = "TIDEGATE-LOCAL-SECRET"

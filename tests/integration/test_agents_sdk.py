@@ -23,9 +23,9 @@ from agents import (
 )
 from openai import AsyncOpenAI
 
-from emulators.anthropic_upstream import AnthropicFamilyEmulator
-from emulators.openai_agent_upstream import AgentOpenAIUpstream
-from helpers import ServerProcess, sqlite_url, start_server
+from tests.emulators.anthropic_upstream import AnthropicFamilyEmulator
+from tests.emulators.openai_agent_upstream import AgentOpenAIUpstream
+from tests.support.process import ServerProcess, sqlite_url, start_server
 
 MAGIC = "tidegate-42"
 calls: list[str] = []

@@ -15,8 +15,15 @@ import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 
-from emulators.anthropic_upstream import REDACTED_DATA, SIGNATURE, THINKING_TEXT, AnthropicFamilyEmulator, Recorded
-from helpers import ServerProcess, SSEResult, sqlite_url, start_server, stream_sse
+from tests.emulators.anthropic_upstream import (
+    REDACTED_DATA,
+    SIGNATURE,
+    THINKING_TEXT,
+    AnthropicFamilyEmulator,
+    Recorded,
+)
+from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.streams import SSEResult, stream_sse
 
 KINDS = {
     "anthropic/claude": ("anthropic", "claude"),

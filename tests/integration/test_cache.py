@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import socket
 import sqlite3
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,12 +20,10 @@ import pytest
 from google import genai
 from google.genai import types
 
-from emulators.anthropic_upstream import AnthropicFamilyEmulator
-from emulators.openai_upstream import OpenAIUpstream
-from helpers import MASTER_KEY, ServerProcess, start_server
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "store"))
-from store_backends import shared_store_url
+from tests.emulators.anthropic_upstream import AnthropicFamilyEmulator
+from tests.emulators.openai_upstream import OpenAIUpstream
+from tests.support.process import MASTER_KEY, ServerProcess, start_server
+from tests.support.store_backends import shared_store_url
 
 CHAT = "/v1/chat/completions"
 MASTER = {"Authorization": f"Bearer {MASTER_KEY}"}

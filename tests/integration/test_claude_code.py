@@ -22,11 +22,11 @@ from typing import Any
 import httpx
 import pytest
 
-from coding_agents_install import AGENTS, agent_binary
-from emulators.anthropic_upstream import READ_MARKER, AnthropicFamilyEmulator
-from emulators.gemini_upstream import GeminiEmulator
-from emulators.openai_agent_upstream import AgentOpenAIUpstream
-from helpers import ServerProcess, sqlite_url, start_server
+from tests.emulators.anthropic_upstream import READ_MARKER, AnthropicFamilyEmulator
+from tests.emulators.gemini_upstream import GeminiEmulator
+from tests.emulators.openai_agent_upstream import AgentOpenAIUpstream
+from tests.support.agents import AGENTS, agent_binary
+from tests.support.process import ServerProcess, sqlite_url, start_server
 
 CLAUDE = AGENTS / "node_modules" / ".bin" / "claude"
 

@@ -35,10 +35,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conformance.stack import Stack, marker, route, running_stack
-from emulators.anthropic_upstream import SLOW_ANSWER, SLOW_THINKING
-from emulators.openai_upstream import tidegate_toml
-from helpers import MASTER_KEY, free_port, sqlite_url
+from tests.conformance.stack import Stack, marker, route, running_stack
+from tests.emulators.anthropic_upstream import SLOW_ANSWER, SLOW_THINKING
+from tests.emulators.openai_upstream import tidegate_toml
+from tests.support.process import MASTER_KEY, free_port, sqlite_url
 
 REPO = Path(__file__).resolve().parents[2]
 

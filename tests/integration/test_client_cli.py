@@ -13,8 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
-from fakes.fake_gateway import FakeGateway, Script, chat_failure_frame, chat_frames, native_result
-from helpers import ServerProcess
+from tests.fakes.fake_gateway import FakeGateway, Script, chat_failure_frame, chat_frames, native_result
+from tests.support.process import ServerProcess
 from tidegate.client import (
     AsyncClient,
     Client,

@@ -21,12 +21,12 @@ from typing import Any
 import httpx
 import pytest
 
-from coding_agents_install import AGENTS, agent_binary
-from emulators.anthropic_upstream import AnthropicFamilyEmulator
-from emulators.gemini_upstream import GeminiEmulator
-from emulators.openai_agent_upstream import AgentOpenAIUpstream
-from emulators.openai_responses_upstream import ResponsesUpstream
-from helpers import ServerProcess, sqlite_url, start_server
+from tests.emulators.anthropic_upstream import AnthropicFamilyEmulator
+from tests.emulators.gemini_upstream import GeminiEmulator
+from tests.emulators.openai_agent_upstream import AgentOpenAIUpstream
+from tests.emulators.openai_responses_upstream import ResponsesUpstream
+from tests.support.agents import AGENTS, agent_binary
+from tests.support.process import ServerProcess, sqlite_url, start_server
 
 CODEX = AGENTS / "node_modules" / ".bin" / "codex"
 ANSWER = "Tool said: tidegate-42"  # the emulators' answer once Codex ran `echo tidegate-$((6*7))`

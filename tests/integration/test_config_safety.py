@@ -12,11 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from helpers import ServerProcess, free_port, sqlite_url, start_server
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "store"))
-from store_backends import postgres_url, redis_url
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.process import ServerProcess, free_port, sqlite_url, start_server
+from tests.support.store_backends import postgres_url, redis_url
 
 # 169.254.169.254 as resolvers, URL parsers and the kernel also read it
 METADATA_SPELLINGS = [

@@ -15,8 +15,8 @@ import httpx
 import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from helpers import MASTER_KEY, ServerProcess, sqlite_url, start_server
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.process import MASTER_KEY, ServerProcess, sqlite_url, start_server
 
 KEYS = "/api/v1/keys"
 

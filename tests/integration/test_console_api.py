@@ -17,11 +17,9 @@ from typing import Any
 import httpx
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream
-from helpers import MASTER_KEY, ServerProcess, start_server
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "store"))
-from store_backends import shared_store_url
+from tests.emulators.openai_upstream import OpenAIUpstream
+from tests.support.process import MASTER_KEY, ServerProcess, start_server
+from tests.support.store_backends import shared_store_url
 
 CHAT = "/v1/chat/completions"
 MASTER = {"Authorization": f"Bearer {MASTER_KEY}"}

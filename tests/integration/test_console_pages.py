@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Route, expect, sync_playwright
-from test_console import _chromium
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from helpers import MASTER_KEY, ServerProcess, sqlite_url, start_server
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.integration.test_console import _chromium
+from tests.support.process import MASTER_KEY, ServerProcess, sqlite_url, start_server
 
 MASTER = {"Authorization": f"Bearer {MASTER_KEY}"}
 # every CSP violation and script error the page meets is kept where the test can read it

@@ -11,11 +11,9 @@ from pathlib import Path
 
 import httpx
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from helpers import MASTER_KEY, sqlite_url, start_server
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-from console_render import BUDGET_MS, overview_render_ms
+from bench.console_render import BUDGET_MS, overview_render_ms
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.process import MASTER_KEY, sqlite_url, start_server
 
 SEEDED = 50_000
 

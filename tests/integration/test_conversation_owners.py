@@ -5,7 +5,6 @@ PostgreSQL. A real tidegate, the stateful Responses API emulator, two keys."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,12 +14,11 @@ import openai
 import orjson
 import pytest
 
-from emulators.openai_agent_upstream import AgentOpenAIUpstream
-from emulators.openai_responses_upstream import ResponsesUpstream
-from helpers import MASTER_KEY, ServerProcess, start_server, stream_sse
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "store"))
-from store_backends import shared_store_url
+from tests.emulators.openai_agent_upstream import AgentOpenAIUpstream
+from tests.emulators.openai_responses_upstream import ResponsesUpstream
+from tests.support.process import MASTER_KEY, ServerProcess, start_server
+from tests.support.store_backends import shared_store_url
+from tests.support.streams import stream_sse
 
 RESPONSES = "/v1/responses"
 SECRET = "my bank PIN is 4321"

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream
-from helpers import MASTER_KEY, ServerProcess, sqlite_url, start_server
+from tests.emulators.openai_upstream import OpenAIUpstream
+from tests.support.process import MASTER_KEY, ServerProcess, sqlite_url, start_server
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 CHAT = "/v1/chat/completions"

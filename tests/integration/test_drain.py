@@ -26,8 +26,9 @@ import httpx
 import orjson
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from helpers import RawStream, ServerProcess, free_port, start_server, stop_and_time
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.process import ServerProcess, free_port, start_server, stop_and_time
+from tests.support.streams import RawStream
 
 REPO = Path(__file__).resolve().parents[2]
 NATIVE = "/api/v1/llm/responses"

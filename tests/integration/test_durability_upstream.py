@@ -17,8 +17,9 @@ import httpx
 import orjson
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from helpers import RawStream, ServerProcess, sqlite_url, start_server, stream_sse
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.streams import RawStream, stream_sse
 
 CHAT = "/v1/chat/completions"
 HI = [{"role": "user", "content": "hi"}]

@@ -19,7 +19,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from emulators.images_embeddings_upstream import (
+from tests.emulators.images_embeddings_upstream import (
     AWS_KEY_ID,
     AWS_REGION,
     AWS_SECRET,
@@ -28,7 +28,7 @@ from emulators.images_embeddings_upstream import (
     ImagesEmbeddingsUpstream,
     vector,
 )
-from helpers import ServerProcess, sqlite_url, start_server
+from tests.support.process import ServerProcess, sqlite_url, start_server
 
 EMB = "/v1/embeddings"
 

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from conformance.stack import (
+from tests.conformance.stack import (
     FAULT_CASES,
     FAULTS,
     PROVIDER,
@@ -28,7 +28,7 @@ from conformance.stack import (
     route,
     running_stack,
 )
-from helpers import SSEResult, stream_sse
+from tests.support.streams import SSEResult, stream_sse
 from tidegate.sse import SSEDecoder
 
 IDLE = 1.0

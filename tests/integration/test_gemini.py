@@ -14,8 +14,9 @@ import openai
 import orjson
 import pytest
 
-from emulators.gemini_upstream import SIGNATURE, THOUGHT, GeminiEmulator, Recorded, vector_for
-from helpers import ServerProcess, sqlite_url, start_server, stream_sse
+from tests.emulators.gemini_upstream import SIGNATURE, THOUGHT, GeminiEmulator, Recorded, vector_for
+from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.streams import stream_sse
 from tidegate.providers.anthropic.request import EFFORT_BUDGETS
 
 CHAT = "/v1/chat/completions"

@@ -26,12 +26,12 @@ from typing import Any
 import httpx
 import pytest
 
-from coding_agents_install import AGENTS, agent_binary
-from emulators.anthropic_upstream import READ_MARKER, AnthropicFamilyEmulator
-from emulators.gemini_upstream import GeminiEmulator
-from emulators.openai_agent_upstream import AgentOpenAIUpstream
-from emulators.openai_upstream import TEXT_PIECES
-from helpers import ServerProcess, sqlite_url, start_server
+from tests.emulators.anthropic_upstream import READ_MARKER, AnthropicFamilyEmulator
+from tests.emulators.gemini_upstream import GeminiEmulator
+from tests.emulators.openai_agent_upstream import AgentOpenAIUpstream
+from tests.emulators.openai_upstream import TEXT_PIECES
+from tests.support.agents import AGENTS, agent_binary
+from tests.support.process import ServerProcess, sqlite_url, start_server
 
 GEMINI = AGENTS / "node_modules" / ".bin" / "gemini"
 HELLO = "".join(TEXT_PIECES)

@@ -16,9 +16,9 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from emulators.gemini_upstream import SIGNATURE, THOUGHT, GeminiEmulator, scenario_chunks
-from emulators.openai_upstream import TEXT_PIECES, OpenAIUpstream
-from helpers import ServerProcess, sqlite_url, start_server
+from tests.emulators.gemini_upstream import SIGNATURE, THOUGHT, GeminiEmulator, scenario_chunks
+from tests.emulators.openai_upstream import TEXT_PIECES, OpenAIUpstream
+from tests.support.process import ServerProcess, sqlite_url, start_server
 from tidegate.ids import is_ulid
 
 HELLO = "".join(TEXT_PIECES)

@@ -15,8 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from helpers import ServerProcess, free_port, start_server, stream_sse
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.process import ServerProcess, free_port, start_server
+from tests.support.streams import stream_sse
 
 CHAT = "/v1/chat/completions"
 

@@ -14,8 +14,9 @@ import httpx
 import orjson
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from helpers import RawStream, ServerProcess, start_server
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.process import ServerProcess, start_server
+from tests.support.streams import RawStream
 
 LIMITS = {
     "max_header_bytes": 8192,

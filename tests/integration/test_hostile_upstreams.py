@@ -22,8 +22,9 @@ import orjson
 import pytest
 import trustme
 
-from emulators.openai_upstream import tidegate_toml
-from helpers import ServerProcess, start_server, stream_sse
+from tests.emulators.openai_upstream import tidegate_toml
+from tests.support.process import ServerProcess, start_server
+from tests.support.streams import stream_sse
 
 CHAT = "/v1/chat/completions"
 SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"

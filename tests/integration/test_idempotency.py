@@ -15,7 +15,8 @@ import httpx
 import orjson
 import pytest
 
-from helpers import ServerProcess, local_config, start_server, stream_sse
+from tests.support.process import ServerProcess, local_config, start_server
+from tests.support.streams import stream_sse
 from tidegate.sse import SSEDecoder
 
 CHAT = "/v1/chat/completions"

@@ -14,8 +14,9 @@ import orjson
 import pytest
 from openai.types import ImageGenCompletedEvent, ImageGenPartialImageEvent
 
-from emulators.images_embeddings_upstream import OPENAI_KEY, ImagesEmbeddingsUpstream, png_b64
-from helpers import ServerProcess, SSEResult, sqlite_url, start_server, stream_sse
+from tests.emulators.images_embeddings_upstream import OPENAI_KEY, ImagesEmbeddingsUpstream, png_b64
+from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.streams import SSEResult, stream_sse
 from tidegate.config.load import parse_config
 from tidegate.errors import ConfigError
 from tidegate.ids import is_ulid

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import threading
 import time
 import uuid
@@ -23,11 +22,10 @@ import httpx
 import orjson
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from helpers import RawStream, ServerProcess, start_server, stream_sse
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "store"))
-from store_backends import shared_store_url
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.process import ServerProcess, start_server
+from tests.support.store_backends import shared_store_url
+from tests.support.streams import RawStream, stream_sse
 
 NATIVE = "/api/v1/llm/responses"
 REPLAY = "/api/v1/llm/responses/replay"

@@ -27,8 +27,8 @@ import httpx
 import orjson
 import pytest
 
-from conformance.stack import FAULTS, REMOTE_KINDS, Stack, fault_scenario, route, running_stack
-from helpers import start_server
+from tests.conformance.stack import FAULTS, REMOTE_KINDS, Stack, fault_scenario, route, running_stack
+from tests.support.process import start_server
 
 OPENAI_NODE = "7.59.0"
 NODE_CACHE = Path(os.environ.get("TIDEGATE_NODE_CACHE") or Path.home() / ".cache" / "tidegate-node")

@@ -16,8 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from helpers import RawStream, ServerProcess, start_server, stream_sse
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.process import ServerProcess, start_server
+from tests.support.streams import RawStream, stream_sse
 
 CHAT = "/v1/chat/completions"
 HUGE = "lorem ipsum dolor sit amet " * 40_000  # 1,080,000 characters, ~1 MB of body

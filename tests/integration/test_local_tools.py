@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from helpers import ServerProcess
+from tests.support.process import ServerProcess
 
 MODEL = "local/smollm2"
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}

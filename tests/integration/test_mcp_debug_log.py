@@ -9,10 +9,10 @@ import uuid
 from pathlib import Path
 
 import httpx
-from test_mcp_tools import McpProcess
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from helpers import sqlite_url, start_server
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.integration.test_mcp_tools import McpProcess
+from tests.support.process import sqlite_url, start_server
 
 
 def test_mcp_messages_stay_out_of_a_debug_log(tmp_path: Path) -> None:

@@ -18,8 +18,8 @@ import openai
 import orjson
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from helpers import ServerProcess, free_port, port_open, sqlite_url, start_server
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.process import ServerProcess, free_port, port_open, sqlite_url, start_server
 
 MCP_SERVER = Path(__file__).resolve().parent.parent / "emulators" / "mcp_server.py"
 NATIVE = "/api/v1/llm/responses"

@@ -11,8 +11,9 @@ import anthropic
 import orjson
 import pytest
 
-from emulators.anthropic_upstream import SIGNATURE, THINKING_TEXT, AnthropicFamilyEmulator, scenario_events
-from helpers import ServerProcess, sqlite_url, start_server, stream_sse
+from tests.emulators.anthropic_upstream import SIGNATURE, THINKING_TEXT, AnthropicFamilyEmulator, scenario_events
+from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.streams import stream_sse
 
 MESSAGES = "/v1/messages"
 BETAS = "interleaved-thinking-2025-05-14, context-1m-2025-08-07"

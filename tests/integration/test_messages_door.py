@@ -13,9 +13,10 @@ import httpx
 import orjson
 import pytest
 
-from emulators.anthropic_upstream import SIGNATURE, THINKING_TEXT, AnthropicFamilyEmulator, scenario_events
-from emulators.openai_upstream import OpenAIUpstream
-from helpers import ServerProcess, sqlite_url, start_server, stream_sse
+from tests.emulators.anthropic_upstream import SIGNATURE, THINKING_TEXT, AnthropicFamilyEmulator, scenario_events
+from tests.emulators.openai_upstream import OpenAIUpstream
+from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.streams import stream_sse
 from tidegate.ids import is_ulid
 from tidegate.providers.fidelity import MESSAGES_NOTES
 from tidegate.server.doors.messages.request import BETAS_ACCEPTED

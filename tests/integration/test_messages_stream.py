@@ -15,8 +15,9 @@ import httpx2
 import orjson
 import pytest
 
-from emulators.openai_upstream import TEXT_PIECES, OpenAIUpstream
-from helpers import ServerProcess, sqlite_url, start_server, stream_sse
+from tests.emulators.openai_upstream import TEXT_PIECES, OpenAIUpstream
+from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.streams import stream_sse
 
 MESSAGES = "/v1/messages"
 PROMPT = "Hello there, gateway. " * 20  # 440 characters: ~90 tokens

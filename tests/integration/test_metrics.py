@@ -18,8 +18,8 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from prometheus_client.parser import text_string_to_metric_families
 
-from emulators.openai_upstream import TEXT_PIECES, OpenAIUpstream, tidegate_toml
-from helpers import ServerProcess, sqlite_url, start_server
+from tests.emulators.openai_upstream import TEXT_PIECES, OpenAIUpstream, tidegate_toml
+from tests.support.process import ServerProcess, sqlite_url, start_server
 
 N = 6  # of each kind of request
 

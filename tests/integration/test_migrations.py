@@ -13,11 +13,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from helpers import local_config, sqlite_url, start_server
+from tests.support.process import local_config, sqlite_url, start_server
+from tests.support.store_backends import drop_postgres_schema, postgres_url, unique_name, with_query
 from tidegate.store.schema import known
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "store"))
-from store_backends import drop_postgres_schema, postgres_url, unique_name, with_query
 
 FUTURE = "9999_from_a_newer_tidegate"
 

@@ -10,7 +10,8 @@ import httpx
 import orjson
 import pytest
 
-from helpers import ServerProcess, SSEResult, local_config, start_server, stream_sse
+from tests.support.process import ServerProcess, local_config, start_server
+from tests.support.streams import SSEResult, stream_sse
 from tidegate.ids import is_ulid
 
 NATIVE = "/api/v1/llm/responses"

@@ -18,7 +18,7 @@ import httpx
 import orjson
 import pytest
 
-from conformance.stack import (
+from tests.conformance.stack import (
     FAULT_CASES,
     FAULTS,
     PROVIDER,
@@ -29,7 +29,7 @@ from conformance.stack import (
     route,
     running_stack,
 )
-from helpers import SSEResult, stream_sse
+from tests.support.streams import SSEResult, stream_sse
 from tidegate.sse import SSEDecoder
 
 NATIVE = "/api/v1/llm/responses"

@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -25,11 +24,10 @@ import httpx
 import orjson
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from helpers import MASTER_KEY, RawStream, ServerProcess, free_port, start_server, stop_and_time, stream_sse
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "store"))
-from store_backends import drop_redis_prefix, redis_url, unique_name, with_query
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.process import MASTER_KEY, ServerProcess, free_port, start_server, stop_and_time
+from tests.support.store_backends import drop_redis_prefix, redis_url, unique_name, with_query
+from tests.support.streams import RawStream, stream_sse
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "deployment.md"
 NATIVE = "/api/v1/llm/responses"

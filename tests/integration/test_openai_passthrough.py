@@ -15,8 +15,9 @@ import openai
 import orjson
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from helpers import ServerProcess, SSEResult, free_port, sqlite_url, start_server, stream_sse
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.process import ServerProcess, free_port, sqlite_url, start_server
+from tests.support.streams import SSEResult, stream_sse
 
 CHAT = "/v1/chat/completions"
 HI = [{"role": "user", "content": "hi"}]

@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from helpers import ServerProcess, sqlite_url, start_server
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.process import ServerProcess, sqlite_url, start_server
 
 
 def _metric(text: str, selector: str) -> float:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import httpx
 
-from emulators.anthropic_upstream import AnthropicFamilyEmulator
-from emulators.openai_upstream import REFUSED_KEY, OpenAIUpstream, tidegate_toml
-from helpers import sqlite_url, start_server
+from tests.emulators.anthropic_upstream import AnthropicFamilyEmulator
+from tests.emulators.openai_upstream import REFUSED_KEY, OpenAIUpstream, tidegate_toml
+from tests.support.process import sqlite_url, start_server
 
 
 def _check(path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -6,21 +6,17 @@ bounded number of records while every one is counted."""
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream
-from helpers import MASTER_KEY, ServerProcess, start_server
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "store"))
-from store_backends import shared_store_url
+from tests.emulators.openai_upstream import OpenAIUpstream
+from tests.support.process import MASTER_KEY, ServerProcess, start_server
+from tests.support.store_backends import shared_store_url
 
 CHAT = "/v1/chat/completions"
 MASTER = {"Authorization": f"Bearer {MASTER_KEY}"}

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import httpx
 import orjson
-from test_idempotency import LONG, _open_stream, _read_until, body, record
 
-from helpers import RawStream, ServerProcess, local_config, start_server, stream_sse
+from tests.integration.test_idempotency import LONG, _open_stream, _read_until, body, record
+from tests.support.process import ServerProcess, local_config, start_server
+from tests.support.streams import RawStream, stream_sse
 
 REPLAY = "/api/v1/llm/responses/replay"
 

@@ -12,8 +12,9 @@ import openai
 import orjson
 import pytest
 
-from emulators.anthropic_upstream import REDACTED_DATA, SIGNATURE, THINKING_TEXT, AnthropicFamilyEmulator
-from helpers import ServerProcess, local_config, sqlite_url, start_server, stream_sse
+from tests.emulators.anthropic_upstream import REDACTED_DATA, SIGNATURE, THINKING_TEXT, AnthropicFamilyEmulator
+from tests.support.process import ServerProcess, local_config, sqlite_url, start_server
+from tests.support.streams import stream_sse
 from tidegate.ids import is_ulid
 
 RESPONSES = "/v1/responses"

@@ -14,9 +14,10 @@ import openai
 import orjson
 import pytest
 
-from emulators.openai_agent_upstream import AgentOpenAIUpstream
-from emulators.openai_responses_upstream import TEXT, ResponsesUpstream
-from helpers import ServerProcess, sqlite_url, start_server, stream_sse
+from tests.emulators.openai_agent_upstream import AgentOpenAIUpstream
+from tests.emulators.openai_responses_upstream import TEXT, ResponsesUpstream
+from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.streams import stream_sse
 
 
 def config(workdir: Path, upstream: ResponsesUpstream, chat: AgentOpenAIUpstream) -> str:

@@ -13,8 +13,8 @@ import httpx
 import openai
 import pytest
 
-from emulators.anthropic_upstream import FORCED_INPUT, SIGNATURE, THINKING_TEXT, AnthropicFamilyEmulator
-from helpers import ServerProcess, sqlite_url, start_server
+from tests.emulators.anthropic_upstream import FORCED_INPUT, SIGNATURE, THINKING_TEXT, AnthropicFamilyEmulator
+from tests.support.process import ServerProcess, sqlite_url, start_server
 
 GRAMMAR = 'start: "ok" | "no"'
 TOOLS: list[Any] = [

@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream
-from helpers import ServerProcess, sqlite_url, start_server
+from tests.emulators.openai_upstream import OpenAIUpstream
+from tests.support.process import ServerProcess, sqlite_url, start_server
 
 CHAT = "/v1/chat/completions"
 HI = [{"role": "user", "content": "hi"}]

@@ -4,7 +4,6 @@ instance keeps its own (docs/routing.md says why)."""
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,11 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream
-from helpers import ServerProcess, start_server
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "store"))
-from store_backends import redis_url, shared_store_url
+from tests.emulators.openai_upstream import OpenAIUpstream
+from tests.support.process import ServerProcess, start_server
+from tests.support.store_backends import redis_url, shared_store_url
 
 HI = [{"role": "user", "content": "hi"}]
 

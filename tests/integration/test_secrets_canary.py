@@ -17,8 +17,9 @@ from pathlib import Path
 
 import httpx
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from helpers import start_server, stream_sse
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.process import start_server
+from tests.support.streams import stream_sse
 
 API_CANARY = "tg-canary-api-" + uuid.uuid4().hex
 PROVIDER_CANARY = "sk-canary-provider-" + uuid.uuid4().hex

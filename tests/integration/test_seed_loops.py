@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.stack import FAULT_CASES, FAULTS, Stack, fault_scenario, route, running_stack
-from helpers import start_server, stream_sse
+from tests.conformance.stack import FAULT_CASES, FAULTS, Stack, fault_scenario, route, running_stack
+from tests.support.process import start_server
+from tests.support.streams import stream_sse
 
 SEED_CLIENTS = Path(__file__).resolve().parent.parent / "seed_clients"
 PY_LOOP = SEED_CLIENTS / "seed_loop.py"

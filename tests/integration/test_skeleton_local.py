@@ -13,7 +13,8 @@ import openai
 import orjson
 import pytest
 
-from helpers import ServerProcess, local_config, start_server, stream_sse
+from tests.support.process import ServerProcess, local_config, start_server
+from tests.support.streams import stream_sse
 from tidegate.ids import is_ulid
 
 CHAT = "/v1/chat/completions"

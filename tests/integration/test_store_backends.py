@@ -1,14 +1,13 @@
 """A real tidegate server on the Redis and PostgreSQL stores: idempotent replay, generation records,
 readiness, a restart on the same store, and `--workers 2` sharing one store.
 
-Redis / PostgreSQL are the loopback test servers (see `tests/unit/store/store_backends.py`); each test
+Redis / PostgreSQL are the loopback test servers (see `tests/support/store_backends.py`); each test
 uses its own key prefix or schema and removes it. A backend that does not answer is skipped.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
 import threading
 import time
 import uuid
@@ -21,10 +20,8 @@ import httpx
 import pytest
 import redis
 
-from helpers import ServerProcess, local_config, sqlite_url, start_server, stream_sse
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "store"))
-from store_backends import (
+from tests.support.process import ServerProcess, local_config, sqlite_url, start_server
+from tests.support.store_backends import (
     drop_postgres_schema,
     drop_redis_prefix,
     postgres_url,
@@ -32,6 +29,7 @@ from store_backends import (
     unique_name,
     with_query,
 )
+from tests.support.streams import stream_sse
 
 CHAT = "/v1/chat/completions"
 

@@ -18,8 +18,9 @@ import openai
 import orjson
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from helpers import ServerProcess, SSEResult, sqlite_url, start_server, stream_sse
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.streams import SSEResult, stream_sse
 from tidegate.sse import SSEDecoder
 
 CHAT = "/v1/chat/completions"

@@ -13,8 +13,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from helpers import RawStream, ServerProcess, sqlite_url, start_server
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.streams import RawStream
 
 CHAT = "/v1/chat/completions"
 HI = [{"role": "user", "content": "hi"}]

@@ -11,9 +11,10 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from forward_proxy import PASSWORD, ForwardProxy
-from helpers import ServerProcess, free_port, sqlite_url, start_server, stream_sse
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.forward_proxy import PASSWORD, ForwardProxy
+from tests.support.process import ServerProcess, free_port, sqlite_url, start_server
+from tests.support.streams import stream_sse
 
 CHAT = "/v1/chat/completions"
 HI = [{"role": "user", "content": "hi"}]

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from helpers import ServerProcess, free_port, sqlite_url, start_server
+from tests.support.process import ServerProcess, free_port, sqlite_url, start_server
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="reads /proc; SO_REUSEPORT spreading is Linux's"

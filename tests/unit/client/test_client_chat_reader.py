@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from client_kit import chat_frames, chunk, run, splits, usage_chunk
 
+from tests.unit.client.client_kit import chat_frames, chunk, run, splits, usage_chunk
 from tidegate.client import (
     Done,
     IncompleteStream,

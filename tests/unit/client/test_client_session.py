@@ -6,8 +6,17 @@ from typing import Any
 
 import orjson
 import pytest
-from client_kit import SSE_HEADERS, chat_frames, chunk, named_frames, run, session, splits, usage_chunk
 
+from tests.unit.client.client_kit import (
+    SSE_HEADERS,
+    chat_frames,
+    chunk,
+    named_frames,
+    run,
+    session,
+    splits,
+    usage_chunk,
+)
 from tidegate.client import (
     ConflictError,
     Done,

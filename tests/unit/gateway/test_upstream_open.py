@@ -12,7 +12,7 @@ from collections.abc import Generator
 
 import pytest
 
-from loop_helpers import Turns
+from tests.support.loop import Turns
 from tidegate.gateway.opening import UpstreamOpen
 from tidegate.resume import Resume
 

@@ -12,7 +12,7 @@ from typing import Protocol
 import orjson
 import pytest
 
-from emulators.anthropic_upstream import REDACTED_DATA, SIGNATURE, sse_frame
+from tests.emulators.anthropic_upstream import REDACTED_DATA, SIGNATURE, sse_frame
 from tidegate.config.model import ProviderConfig
 from tidegate.events import Event, Failed, Finished, ReasoningDelta, Started, TextDelta, ToolCallDelta, UsageReport
 from tidegate.providers.anthropic.messages import AnthropicAdapter, AnthropicSSEDecoder, MessagesEventDecoder
@@ -262,7 +262,7 @@ def test_run_helper_stops_at_failure() -> None:
 def test_the_response_format_tool_is_the_answer_text_and_other_tools_stay_calls() -> None:
     """`response_format`: the forced `json_answer` tool's input streams as text and ends `stop`; without
     the flag (or for another tool) the same events are tool calls ending `tool_calls`."""
-    from emulators.anthropic_upstream import FORCED_INPUT, forced_tool_events
+    from tests.emulators.anthropic_upstream import FORCED_INPUT, forced_tool_events
 
     stream = b"".join(sse_frame(name, data) for name, data in forced_tool_events("json_answer", "m"))
     answer = run(lambda: AnthropicSSEDecoder("p", "m", json_answer=True), [stream])

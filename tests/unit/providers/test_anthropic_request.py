@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from emulators.anthropic_upstream import check_messages_body
+from tests.emulators.anthropic_upstream import check_messages_body
 from tidegate.errors import ProviderFailure
 from tidegate.providers.anthropic.request import messages_body
 from tidegate.request import GenerationRequest, ReasoningOptions

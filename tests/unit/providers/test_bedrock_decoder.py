@@ -12,7 +12,18 @@ from pathlib import Path
 import orjson
 import pytest
 from botocore.eventstream import ChecksumMismatch, EventStreamBuffer
-from test_anthropic_decoder import (
+
+from tests.emulators.anthropic_upstream import (
+    BADJSON,
+    JOINED,
+    PAUSE,
+    bedrock_bytes,
+    bedrock_chunk,
+    bedrock_stream,
+    eventstream_frame,
+    scenario_events,
+)
+from tests.unit.providers.test_anthropic_decoder import (
     FIXTURES,
     MODEL,
     NO_STOP,
@@ -23,17 +34,6 @@ from test_anthropic_decoder import (
     P,
     check_every_split,
     partial,
-)
-
-from emulators.anthropic_upstream import (
-    BADJSON,
-    JOINED,
-    PAUSE,
-    bedrock_bytes,
-    bedrock_chunk,
-    bedrock_stream,
-    eventstream_frame,
-    scenario_events,
 )
 from tidegate.config.model import ProviderConfig
 from tidegate.events import Event, Failed

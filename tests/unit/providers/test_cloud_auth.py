@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from packaging.requirements import Requirement
 
-from emulators.anthropic_upstream import AnthropicFamilyEmulator
+from tests.emulators.anthropic_upstream import AnthropicFamilyEmulator
 from tidegate.config.model import ProviderConfig
 from tidegate.errors import ProviderFailure
 from tidegate.providers.aws.auth import AwsCredentials, sigv4_headers

@@ -11,7 +11,7 @@ from typing import Protocol
 
 import pytest
 
-from emulators.images_embeddings_upstream import png_b64
+from tests.emulators.images_embeddings_upstream import png_b64
 from tidegate.config.model import ProviderConfig
 from tidegate.config.server import ServerConfig
 from tidegate.events import Event, Failed, Finished, Image, PartialImage, Progress, Started, UsageReport

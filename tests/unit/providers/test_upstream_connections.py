@@ -1,5 +1,5 @@
 """How a provider reaches its upstream (docs/api-edges.md §15; `providers/http/upstream.py`, `connect.py`,
-`client.py`): a real forward proxy (`proxy.py`, tests/forward_proxy.py), TLS servers with
+`client.py`): a real forward proxy (`proxy.py`, tests/support/forward_proxy.py), TLS servers with
 `trustme` certificates, the proxy environment, `max_connections`; on asyncio and on uvloop."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import trustme
 
-from forward_proxy import PASSWORD, ForwardProxy
+from tests.support.forward_proxy import PASSWORD, ForwardProxy
 from tidegate.config.load import parse_config
 from tidegate.errors import ProviderFailure
 from tidegate.gateway.router import build_provider

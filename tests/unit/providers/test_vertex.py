@@ -10,7 +10,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from emulators.anthropic_upstream import AnthropicFamilyEmulator
+from tests.emulators.anthropic_upstream import AnthropicFamilyEmulator
 from tidegate.config.model import ProviderConfig
 from tidegate.errors import ProviderFailure
 from tidegate.providers.google.vertex import VertexAdapter, vertex_base_url, vertex_failure

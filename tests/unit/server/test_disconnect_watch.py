@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from loop_helpers import serving_asgi
+from tests.support.loop import serving_asgi
 from tidegate.server.disconnect import DisconnectWatch
 from tidegate.server.http import Request
 

@@ -16,8 +16,8 @@ import httpx
 import orjson
 import pytest
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from loop_helpers import serving_asgi
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.loop import serving_asgi
 from tidegate.config.load import load_text
 from tidegate.events import Failed
 from tidegate.gateway.generation import Generation

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from uvicorn.protocols.http import httptools_impl
 
-from loop_helpers import serving_asgi
+from tests.support.loop import serving_asgi
 from tidegate.server.http import Request
 from tidegate.server.runtime import shortcuts
 from tidegate.server.runtime.shortcuts import chunked_cycle

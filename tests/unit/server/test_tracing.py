@@ -14,8 +14,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from loop_helpers import serving_asgi
+from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.loop import serving_asgi
 from tidegate import tracing
 from tidegate.config.load import load_text
 from tidegate.keys import make_key

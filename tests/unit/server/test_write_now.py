@@ -13,7 +13,7 @@ import asyncio
 import socket
 from typing import Any
 
-from loop_helpers import serving_asgi
+from tests.support.loop import serving_asgi
 from tidegate.server.http import Request
 
 BLOCK = 64 * 1024

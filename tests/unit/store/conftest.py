@@ -7,7 +7,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from store_backends import (
+
+from tests.support.store_backends import (
     OpenStore,
     drop_redis_prefix,
     drop_schema,
@@ -16,7 +17,6 @@ from store_backends import (
     unique_name,
     with_query,
 )
-
 from tidegate.store.base import GenerationStore
 from tidegate.store.open import open_store
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import asyncpg
 import pytest
-from store_backends import drop_schema, postgres_schema, with_query
 
+from tests.support.store_backends import drop_schema, postgres_schema, with_query
 from tidegate.events import TextDelta
 from tidegate.gateway.recorder import Recorder
 from tidegate.gateway.usage import tokenizer_ready

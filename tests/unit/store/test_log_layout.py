@@ -16,7 +16,8 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 import redis.asyncio as aioredis
-from store_backends import (
+
+from tests.support.store_backends import (
     drop_redis_prefix,
     drop_schema,
     postgres_schema,
@@ -24,7 +25,6 @@ from store_backends import (
     unique_name,
     with_query,
 )
-
 from tidegate.records import LOG_EVENT, LOG_FRAME, GenerationRecord, LogRun
 from tidegate.store.postgres import PostgresStore
 from tidegate.store.redis import RedisStore

@@ -18,7 +18,8 @@ from typing import Any
 import asyncpg
 import pytest
 import redis
-from store_backends import (
+
+from tests.support.store_backends import (
     REDIS_URL,
     drop_redis_prefix,
     drop_schema,
@@ -27,7 +28,6 @@ from store_backends import (
     unique_name,
     with_query,
 )
-
 from tidegate.records import GenerationRecord
 from tidegate.store.base import GenerationStore
 from tidegate.store.facets import sessions_of

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from test_sqlite_inline import _record
 
-from loop_helpers import Turns
+from tests.support.loop import Turns
+from tests.unit.store.test_sqlite_inline import _record
 from tidegate.store.group_commit import LONE_COMMITS
 from tidegate.store.sqlite import SQLiteStore
 

@@ -12,8 +12,8 @@ import time
 import uuid
 
 import pytest
-from store_backends import OpenStore
 
+from tests.support.store_backends import OpenStore
 from tidegate.records import LOG_EVENT, LOG_FRAME, LOG_JSON, ApiKey, GenerationRecord, LogRun, Usage
 from tidegate.store.base import GenerationStore
 

@@ -7,8 +7,8 @@ import asyncio
 import time
 
 import pytest
-from store_backends import OpenStore
 
+from tests.support.store_backends import OpenStore
 from tidegate.records import ApiKey, GenerationRecord, KeyLimits, Usage
 from tidegate.store.admit import Ask, period_floor
 from tidegate.store.base import GenerationStore

@@ -7,8 +7,8 @@ import time
 
 import pytest
 import redis.asyncio as aioredis
-from store_backends import drop_redis_prefix, drop_schema, postgres_schema, redis_url, unique_name
 
+from tests.support.store_backends import drop_redis_prefix, drop_schema, postgres_schema, redis_url, unique_name
 from tidegate.records import LOG_FRAME, GenerationRecord, LogRun
 from tidegate.store.open import open_store
 from tidegate.store.postgres import PostgresStore

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-AGENTS = Path(__file__).resolve().parent / "coding_agents"
+AGENTS = Path(__file__).resolve().parents[1] / "coding_agents"
 
 
 def agent_binary(name: str, what: str) -> Path:

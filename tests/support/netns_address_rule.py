@@ -19,10 +19,8 @@ from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from emulators.openai_upstream import tidegate_toml
-from helpers import start_server
+from tests.emulators.openai_upstream import tidegate_toml
+from tests.support.process import start_server
 
 CANARY = "sk-canary-provider-key-address-rule-0123456789"
 METADATA = "169.254.169.254"
