@@ -9,7 +9,6 @@ fallback can be told apart from the first route in `X-Provider`.
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,12 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from tests.emulators.anthropic_upstream import AnthropicFamilyEmulator
 from tests.emulators.gemini_upstream import GeminiEmulator
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.records import wait_record
 from tidegate.providers.kinds import KINDS
 
 # the fault matrix, the seed loops and the JS loop run over REMOTE_KINDS; the conformance suite runs
@@ -122,15 +120,7 @@ class Stack:
 
     def record(self, gid: str, until: str | None = None, timeout: float = 5.0) -> dict[str, Any]:
         """The generation record, once it left `in_progress` (or reached `until`)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            r = httpx.get(f"{self.server.base_url}/api/v1/generations/{gid}", headers=self.server.headers)
-            assert r.status_code == 200, r.text
-            rec: dict[str, Any] = r.json()
-            done = rec["status"] == until if until else rec["status"] != "in_progress"
-            if done or time.monotonic() > deadline:
-                return rec
-            time.sleep(0.05)
+        return wait_record(self.server, gid, until=until, within_s=timeout)
 
 
 def _providers(

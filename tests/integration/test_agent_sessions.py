@@ -14,6 +14,7 @@ import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream
 from tests.support.process import ServerProcess, start_server
+from tests.support.records import fetch_record
 from tests.support.store_backends import shared_store_url
 
 HI = [{"role": "user", "content": "hi"}]
@@ -55,12 +56,6 @@ def post(server: ServerProcess, path: str, body: dict[str, Any], **headers: str)
     return r.headers["x-generation-id"]
 
 
-def record(server: ServerProcess, gid: str) -> dict[str, Any]:
-    r = httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers)
-    assert r.status_code == 200, r.text
-    return dict(r.json())
-
-
 def test_the_chat_doors_hints_reach_the_record(server: ServerProcess) -> None:
     body = {
         "model": "chat-emu",
@@ -69,7 +64,7 @@ def test_the_chat_doors_hints_reach_the_record(server: ServerProcess) -> None:
         "user": "alice",
         "metadata": {"run": "r1", "api_token": "tg-must-not-be-stored"},
     }
-    got = record(server, post(server, "/v1/chat/completions", body))
+    got = fetch_record(server, post(server, "/v1/chat/completions", body))
     assert got["agent_session"] == "chat-pck-1"  # prompt_cache_key before user
     assert got["hints"] == {
         "agent": "other",
@@ -77,11 +72,11 @@ def test_the_chat_doors_hints_reach_the_record(server: ServerProcess) -> None:
         "user": "alice",
         "metadata": {"run": "r1"},
     }
-    only_user = record(
+    only_user = fetch_record(
         server, post(server, "/v1/chat/completions", {"model": "chat-emu", "messages": HI, "user": "bob"})
     )
     assert only_user["agent_session"] == "bob" and only_user["hints"] == {"agent": "other", "user": "bob"}
-    bare = record(server, post(server, "/v1/chat/completions", {"model": "chat-emu", "messages": HI}))
+    bare = fetch_record(server, post(server, "/v1/chat/completions", {"model": "chat-emu", "messages": HI}))
     assert bare["agent_session"] is None and bare["hints"] is None
 
 
@@ -95,7 +90,7 @@ def test_the_responses_doors_hints_reach_the_record(server: ServerProcess) -> No
         "user": "carol",
         "metadata": {"task": "t1"},
     }
-    got = record(server, post(server, "/v1/responses", body, **{"user-agent": CODEX_UA}))
+    got = fetch_record(server, post(server, "/v1/responses", body, **{"user-agent": CODEX_UA}))
     assert got["agent_session"] == "codex-conv-7"
     assert got["hints"] == {
         "agent": "codex",
@@ -110,21 +105,25 @@ def test_the_responses_doors_hints_reach_the_record(server: ServerProcess) -> No
 def test_the_messages_doors_claude_code_session_reaches_the_record(server: ServerProcess) -> None:
     user_id = "user_" + "ab" * 32 + "_account_0f0e_session_5d2c-41aa"
     body = {"model": "chat-emu", "max_tokens": 16, "messages": HI, "metadata": {"user_id": user_id}}
-    got = record(server, post(server, "/v1/messages", body, **{"anthropic-version": "2023-06-01"}))
+    got = fetch_record(server, post(server, "/v1/messages", body, **{"anthropic-version": "2023-06-01"}))
     assert got["agent_session"] == "5d2c-41aa"  # the session part, by its shape: Claude Code
     assert got["hints"] == {"agent": "claude-code", "metadata": {"user_id": user_id}}
     shaped = '{"device_id":"d1","account_uuid":"","session_id":"9b7e-json"}'
     body["metadata"] = {"user_id": shaped}
-    got = record(server, post(server, "/v1/messages", body, **{"user-agent": "claude-cli/2.1.328 (external, cli)"}))
+    got = fetch_record(
+        server, post(server, "/v1/messages", body, **{"user-agent": "claude-cli/2.1.328 (external, cli)"})
+    )
     assert got["agent_session"] == "9b7e-json" and got["hints"]["agent"] == "claude-code"
     body["metadata"] = {"user_id": "plain-user"}
-    got = record(server, post(server, "/v1/messages", body))
+    got = fetch_record(server, post(server, "/v1/messages", body))
     assert got["agent_session"] == "plain-user" and got["hints"]["agent"] == "other"
 
 
 def test_the_gemini_door_has_no_session_but_names_its_agent(server: ServerProcess) -> None:
     body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}
-    got = record(server, post(server, "/v1beta/models/chat-emu:generateContent", body, **{"user-agent": GEMINI_UA}))
+    got = fetch_record(
+        server, post(server, "/v1beta/models/chat-emu:generateContent", body, **{"user-agent": GEMINI_UA})
+    )
     assert got["agent_session"] is None and got["hints"] == {"agent": "gemini-cli"}
 
 
@@ -135,7 +134,7 @@ def test_hints_are_capped_in_size(server: ServerProcess) -> None:
         "prompt_cache_key": "k" * 5000,
         "metadata": {f"m{i}": "v" * 500 for i in range(16)},
     }
-    got = record(server, post(server, "/v1/responses", body))
+    got = fetch_record(server, post(server, "/v1/responses", body))
     assert got["agent_session"] == "k" * 256
     assert got["hints"] == {"agent": "other", "prompt_cache_key": "k" * 256, "truncated": True}
 

@@ -23,6 +23,7 @@ from google.genai import types
 from tests.emulators.anthropic_upstream import AnthropicFamilyEmulator
 from tests.emulators.openai_upstream import OpenAIUpstream
 from tests.support.process import MASTER_KEY, ServerProcess, start_server
+from tests.support.records import fetch_record
 from tests.support.store_backends import shared_store_url
 
 CHAT = "/v1/chat/completions"
@@ -92,13 +93,6 @@ def _post(server: ServerProcess, secret: str, body: dict[str, Any], **headers: s
     return httpx.post(server.base_url + CHAT, json=body, headers=auth, timeout=30)
 
 
-def _record(server: ServerProcess, generation_id: str) -> dict[str, Any]:
-    resp = httpx.get(server.base_url + f"/api/v1/generations/{generation_id}", headers=MASTER)
-    assert resp.status_code == 200, resp.text
-    record: dict[str, Any] = resp.json()
-    return record
-
-
 def test_a_complete_answer_is_stored_and_served_again_as_a_new_generation(
     gateway: ServerProcess, emu: OpenAIUpstream
 ) -> None:
@@ -112,9 +106,9 @@ def test_a_complete_answer_is_stored_and_served_again_as_a_new_generation(
     one, two = first.json(), again.json()
     assert two["choices"][0]["message"]["content"] == TEXT == one["choices"][0]["message"]["content"]
     assert two["usage"] == one["usage"] and two["id"] != one["id"]
-    record = _record(gateway, again.headers["x-generation-id"])
+    record = fetch_record(gateway, again.headers["x-generation-id"])
     assert record["status"] == "completed" and record["provider"] == "cache" and record["cost"] == 0
-    original = _record(gateway, first.headers["x-generation-id"])
+    original = fetch_record(gateway, first.headers["x-generation-id"])
     assert original["cost"] > 0
     assert record["cached_from"] == {"generation_id": original["id"], "usage": original["usage"]}
     # a different answer-changing field is another entry
@@ -272,7 +266,7 @@ def test_purge_by_model_by_key_and_all_and_the_stats(gateway: ServerProcess, emu
     assert key_a.status_code == 200
     stats = httpx.get(gateway.base_url + f"/api/v1/cache/stats?since={since}", headers=MASTER).json()
     assert (stats["hits"], stats["misses"], stats["bypasses"]) == (2, 4, 0)
-    original = _record(gateway, _post(gateway, a, {**ASK, "model": "plain"}).headers["x-generation-id"])
+    original = fetch_record(gateway, _post(gateway, a, {**ASK, "model": "plain"}).headers["x-generation-id"])
     assert stats["saved_cost"] > 0 and stats["bytes"] > 0 and original["provider"] == "emu"
     assert {m["model"]: m["hits"] for m in stats["by_model"]} == {"cached": 2, "short": 0}
     assert sorted(k["hits"] for k in stats["by_key"]) == [1, 1]

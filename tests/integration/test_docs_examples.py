@@ -19,6 +19,7 @@ import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream
 from tests.support.process import MASTER_KEY, ServerProcess, sqlite_url, start_server
+from tests.support.records import wait_record
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 CHAT = "/v1/chat/completions"
@@ -38,15 +39,6 @@ def _block(page: str, lang: str, containing: str) -> str:
     blocks = [b for b in re.findall(rf"```{lang}\n(.*?)```", (DOCS / page).read_text(), re.S) if containing in b]
     assert len(blocks) == 1, f"{page}: one {lang} block with {containing!r}"
     return blocks[0]
-
-
-def _record(server: ServerProcess, gid: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 5
-    while True:
-        rec: dict[str, Any] = httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers).json()
-        if rec["status"] != "in_progress" or time.monotonic() > deadline:
-            return rec
-        time.sleep(0.02)
 
 
 @pytest.fixture(scope="module")
@@ -73,10 +65,12 @@ def test_the_router_example_of_routing_md_chooses_as_the_page_says(routed: Any) 
         plain = client.post(server.base_url + CHAT, json={"model": "tidegate/auto", "messages": HI})
         assert plain.status_code == 200, plain.text
         assert plain.headers["x-provider"] == "openai"
-        assert _record(server, plain.headers["x-generation-id"])["route_reason"] == "policy=cheapest chose gpt-4o-mini"
+        assert (
+            wait_record(server, plain.headers["x-generation-id"])["route_reason"] == "policy=cheapest chose gpt-4o-mini"
+        )
         seen = client.post(server.base_url + CHAT, json={"model": "tidegate/auto", "messages": IMAGE})
         assert seen.status_code == 200, seen.text
-        reason = _record(server, seen.headers["x-generation-id"])["route_reason"]
+        reason = wait_record(server, seen.headers["x-generation-id"])["route_reason"]
         assert reason == "policy=cheapest chose gpt-4o (needs vision); skipped gpt-4o-mini: the request has images"
     listed = httpx.get(server.base_url + "/v1/models", headers=server.headers).json()["data"]
     auto = next(m for m in listed if m["id"] == "tidegate/auto")

@@ -28,6 +28,7 @@ import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from tests.support.process import ServerProcess, free_port, start_server, stop_and_time
+from tests.support.records import fetch_record
 from tests.support.streams import RawStream
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,12 +61,6 @@ def _responses(model: str) -> dict[str, Any]:
 
 def _native(model: str) -> dict[str, Any]:
     return {"model": model, "input": "Count slowly.", "stream": True}
-
-
-def _record(server: ServerProcess, gid: str) -> dict[str, Any]:
-    resp = httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers, timeout=10)
-    assert resp.status_code == 200, resp.text
-    return dict(resp.json())
 
 
 def _wait_for(check: Callable[[], bool], within_s: float, what: str, server: ServerProcess) -> None:
@@ -112,7 +107,7 @@ def test_a_second_ctrl_c_ends_every_stream_interrupted_with_its_doors_ending(
         assert _last_data(resp)["response"]["error"]["code"] == "interrupted"
         assert native.events[-1].event == "error" and _last_data(native)["error"]["code"] == "interrupted"
         for stream in (chat, resp, native):
-            record = _record(b, stream.headers["x-generation-id"])
+            record = fetch_record(b, stream.headers["x-generation-id"])
             assert record["status"] == "interrupted", record
             assert record["error"]["code"] == "interrupted", record
         log = a.log()
@@ -313,6 +308,6 @@ def test_a_stop_exits_within_drain_s_plus_2_s_whatever_its_clients_do(upstream: 
         server.stop()
     after = start_server(tmp_path / "b", config)  # the same store: the record the stop wrote
     try:
-        assert _record(after, gid)["status"] == "interrupted"
+        assert fetch_record(after, gid)["status"] == "interrupted"
     finally:
         after.stop()

@@ -15,7 +15,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import orjson
@@ -24,6 +23,7 @@ import trustme
 
 from tests.emulators.openai_upstream import tidegate_toml
 from tests.support.process import ServerProcess, start_server
+from tests.support.records import wait_record
 from tests.support.streams import stream_sse
 
 CHAT = "/v1/chat/completions"
@@ -170,15 +170,6 @@ def gateway_for(tmp_path: Path) -> Iterator[Callable[[str], ServerProcess]]:
         s.stop()
 
 
-def _final_record(server: ServerProcess, gid: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 5
-    while True:
-        record = httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers, timeout=5).json()
-        if record["status"] != "in_progress" or time.monotonic() > deadline:
-            return dict(record)
-        time.sleep(0.05)
-
-
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 
@@ -209,7 +200,7 @@ def test_a_hostile_upstream_before_the_first_event_is_a_json_error_and_a_final_r
         assert resp.status_code == status, resp.text
         assert resp.json()["error"]["code"] == code
         assert took < IDLE_TIMEOUT_S + 10
-        record = _final_record(server, resp.headers["x-generation-id"])
+        record = wait_record(server, resp.headers["x-generation-id"])
         assert record["status"] == "failed", record
         assert server.proc.poll() is None
     finally:
@@ -228,7 +219,7 @@ def test_a_10_mb_event_after_the_first_chunk_ends_the_stream_with_the_failure_ch
         last = orjson.loads(result.events[-1].data)
         assert last["error"]["code"] == "upstream_protocol_error"
         assert last["choices"][0]["finish_reason"] == "error"
-        record = _final_record(server, result.headers["x-generation-id"])
+        record = wait_record(server, result.headers["x-generation-id"])
         assert record["status"] == "failed" and record["output_text"] == "hi"
     finally:
         upstream.close()
@@ -250,6 +241,6 @@ def test_a_tls_upstream_with_an_untrusted_certificate_is_refused(
         error = resp.json()["error"]
         assert error["code"] == "no_provider_available" and "bad (connect_error)" in error["message"]
         assert not served  # nothing was sent over a connection that failed verification
-        assert _final_record(server, resp.headers["x-generation-id"])["status"] == "failed"
+        assert wait_record(server, resp.headers["x-generation-id"])["status"] == "failed"
     finally:
         upstream.close()

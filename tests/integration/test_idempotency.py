@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from tests.support.process import ServerProcess, local_config, start_server
+from tests.support.records import fetch_record
 from tests.support.streams import stream_sse
 from tidegate.sse import SSEDecoder
 
@@ -31,12 +32,6 @@ def body(max_tokens: int = 24, stream: bool = True, messages: list[dict[str, str
         "seed": 7,
         "messages": messages or [{"role": "user", "content": "Name three colours."}],
     }
-
-
-def record(server: ServerProcess, gid: str) -> dict[str, object]:
-    resp = httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers)
-    assert resp.status_code == 200, resp.text
-    return dict(resp.json())
 
 
 def test_same_key_stream_is_replayed_not_regenerated(local_server: ServerProcess) -> None:
@@ -153,7 +148,7 @@ def test_disconnect_with_key_keeps_generating(local_server: ServerProcess) -> No
     deadline = time.monotonic() + 30
     rec: dict[str, object] = {}
     while time.monotonic() < deadline:
-        rec = record(local_server, gid)
+        rec = fetch_record(local_server, gid)
         if rec["status"] != "in_progress":
             break
         time.sleep(0.1)
@@ -219,7 +214,7 @@ def test_cancel_endpoint_ends_stream_with_cancelled(local_server: ServerProcess)
     body_part = got.split(b"\r\n\r\n", 1)[1]
     assert b"[DONE]" not in body_part
     assert b'"code":"cancelled"' in body_part and b'"finish_reason":"error"' in body_part
-    rec = record(local_server, gid)
+    rec = fetch_record(local_server, gid)
     assert rec["status"] == "cancelled"
     assert rec["error"]["code"] == "cancelled"  # type: ignore[index]
 
@@ -233,9 +228,9 @@ def test_failed_key_starts_new_generation(local_server: ServerProcess) -> None:
     httpx.post(f"{local_server.base_url}/api/v1/generations/{first_id}/cancel", headers=local_server.headers)
     sock.close()
     deadline = time.monotonic() + 10
-    while record(local_server, first_id)["status"] == "in_progress" and time.monotonic() < deadline:
+    while fetch_record(local_server, first_id)["status"] == "in_progress" and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert record(local_server, first_id)["status"] == "cancelled"
+    assert fetch_record(local_server, first_id)["status"] == "cancelled"
     # a resume (Last-Event-ID) of the ended generation re-sends what it stored, ending with its failure
     resumed = stream_sse(local_server.base_url + CHAT, payload, {**h, "Last-Event-ID": "0"})
     assert resumed.headers["x-generation-id"] == first_id
@@ -280,7 +275,7 @@ def test_crash_marks_interrupted_on_restart(tmp_path: Path) -> None:
     restarted = start_server(tmp_path, config)  # another port: the dead one's lease expires all the same
     try:
         deadline = time.monotonic() + 6  # the lease's 1.5 s, a sweep, slack for a loaded machine
-        while (rec := record(restarted, gid))["status"] == "in_progress" and time.monotonic() < deadline:
+        while (rec := fetch_record(restarted, gid))["status"] == "in_progress" and time.monotonic() < deadline:
             time.sleep(0.1)
         assert rec["status"] == "interrupted"
         assert rec["error"]["code"] == "interrupted"  # type: ignore[index]
@@ -310,6 +305,6 @@ def test_keys_expire_after_retention(tmp_path: Path) -> None:
         assert "idempotent-replayed" not in later.headers
         assert later.headers["x-generation-id"] != first.headers["x-generation-id"]
         # the record itself is kept (the ledger)
-        assert record(server, first.headers["x-generation-id"])["status"] == "completed"
+        assert fetch_record(server, first.headers["x-generation-id"])["status"] == "completed"
     finally:
         server.stop()

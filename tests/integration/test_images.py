@@ -16,6 +16,7 @@ from openai.types import ImageGenCompletedEvent, ImageGenPartialImageEvent
 
 from tests.emulators.images_embeddings_upstream import OPENAI_KEY, ImagesEmbeddingsUpstream, png_b64
 from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.records import fetch_record
 from tests.support.streams import SSEResult, stream_sse
 from tidegate.config.load import parse_config
 from tidegate.errors import ConfigError
@@ -98,10 +99,6 @@ def _assert_ids(r: SSEResult) -> None:
             assert lines[0].startswith(b"id: ") and lines[1].startswith(b"event: ") and lines[2].startswith(b"data: ")
 
 
-def _record(server: ServerProcess, gid: str) -> dict[str, Any]:
-    return httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers).json()
-
-
 # --- /v1/images/generations -----------------------------------------------------------------------
 
 
@@ -134,7 +131,7 @@ def test_stream_wire_shape_and_record(server: ServerProcess) -> None:
     assert names == ["image_generation.partial_image", "image_generation.completed"]
     for e in r.events:
         assert orjson.loads(e.data)["type"] == e.event
-    rec = _record(server, r.headers["x-generation-id"])
+    rec = fetch_record(server, r.headers["x-generation-id"])
     assert rec["status"] == "completed" and rec["provider"] == "emu"
     assert rec["usage"]["prompt_tokens"] == 11 and rec["usage"]["completion_tokens"] == 272
 
@@ -176,7 +173,7 @@ def test_failure_after_first_byte_is_an_error_event(client: openai.OpenAI, serve
     assert [e.event for e in r.events] == ["image_generation.partial_image", "error"]
     err = orjson.loads(r.events[-1].data)
     assert err["type"] == "error" and err["error"]["code"] == "upstream_error" and err["error"]["message"]
-    assert _record(server, r.headers["x-generation-id"])["status"] == "failed"
+    assert fetch_record(server, r.headers["x-generation-id"])["status"] == "failed"
     with pytest.raises(openai.APIError):
         for _ in client.images.generate(model=model, prompt="p", stream=True, partial_images=1):
             pass
@@ -255,7 +252,7 @@ def test_native_stream_with_partials(server: ServerProcess) -> None:
     assert done["id"] == gid and done["model"] == "emu/gpt-image" and done["provider"] == "emu"
     assert len(done["data"]) == 1 and _is_png(done["data"][0]["b64_json"])
     assert done["usage"]["total_tokens"] == 283
-    assert _record(server, gid)["status"] == "completed"
+    assert fetch_record(server, gid)["status"] == "completed"
 
 
 def test_native_without_partials_sends_no_partial_frames(server: ServerProcess) -> None:
@@ -289,7 +286,7 @@ def test_native_non_stream_returns_the_done_payload(server: ServerProcess) -> No
     gid = r.headers["x-generation-id"]
     assert done["id"] == gid and done["provider"] == "emu" and _is_png(done["data"][0]["b64_json"])
     assert done["usage"]["input_tokens"] > 0 and done["usage"]["output_tokens"] == 0
-    rec = _record(server, gid)
+    rec = fetch_record(server, gid)
     assert rec["status"] == "completed" and rec["usage_estimated"] is True
 
 
@@ -299,7 +296,7 @@ def test_native_failure_ends_with_error_never_done(server: ServerProcess) -> Non
     assert names[0] == "start" and names[-1] == "error" and "done" not in names
     err = orjson.loads(r.events[-1].data)
     assert err["error"]["code"] == "upstream_error" and err["error"]["message"]
-    assert _record(server, r.headers["x-generation-id"])["status"] == "failed"
+    assert fetch_record(server, r.headers["x-generation-id"])["status"] == "failed"
 
 
 def test_native_every_route_failing_is_502(server: ServerProcess) -> None:
@@ -462,7 +459,7 @@ def test_configured_partial_cap_ends_the_openai_stream_with_an_error_event(cappe
     err = orjson.loads(r.events[-1].data)
     assert err["type"] == "error" and err["error"]["code"] == "upstream_protocol_error"
     assert err["error"]["message"].endswith(f"over the cap of {SMALL_CAP}")
-    assert _record(capped, r.headers["x-generation-id"])["status"] == "failed"
+    assert fetch_record(capped, r.headers["x-generation-id"])["status"] == "failed"
     sdk = openai.OpenAI(base_url=capped.base_url + "/v1", api_key=capped.key, max_retries=0)
     with pytest.raises(openai.APIError):
         for _ in sdk.images.generate(model="emu/gpt-image", prompt="p", stream=True, partial_images=2):

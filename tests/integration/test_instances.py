@@ -24,6 +24,7 @@ import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from tests.support.process import ServerProcess, start_server
+from tests.support.records import fetch_record, wait_record
 from tests.support.store_backends import shared_store_url
 from tests.support.streams import RawStream, stream_sse
 
@@ -61,21 +62,11 @@ def _native(model: str) -> dict[str, Any]:
     return {"model": model, "input": "Count slowly.", "stream": True}
 
 
-def _record(server: ServerProcess, gid: str) -> dict[str, Any]:
-    resp = httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers, timeout=10)
-    assert resp.status_code == 200, resp.text
-    return dict(resp.json())
-
-
 def _wait_status(server: ServerProcess, gid: str, within_s: float) -> tuple[str, float]:
     """Polls the record until it is no longer in_progress: (its status, seconds waited)."""
     t0 = time.monotonic()
-    while True:
-        status = str(_record(server, gid)["status"])
-        waited = time.monotonic() - t0
-        if status != "in_progress" or waited > within_s:
-            return status, waited
-        time.sleep(0.1)
+    status = str(wait_record(server, gid, within_s=within_s, poll_s=0.1)["status"])
+    return status, time.monotonic() - t0
 
 
 def _keyed_stream(server: ServerProcess, model: str, idem: str, events: int = 8) -> tuple[RawStream, str]:
@@ -100,7 +91,7 @@ def test_a_killed_gateways_generation_is_interrupted_by_another_without_a_restar
         try:
             idem = "kill-" + uuid.uuid4().hex
             stream, gid = _keyed_stream(a, "slow", idem)
-            assert _record(b, gid)["status"] == "in_progress"  # B sees A's live record
+            assert fetch_record(b, gid)["status"] == "in_progress"  # B sees A's live record
             assert _replay(b, idem).status_code == 409
             a.kill()  # SIGKILL: no shutdown, no release
             stream.close()
@@ -180,7 +171,7 @@ def test_a_killed_gateways_streams_resume_with_their_failure_on_every_door(store
                 assert live.headers["x-served-model"] == "slow:0.05"
                 assert live.events[0].id == "3", door  # from just after the Last-Event-ID
                 gid = live.headers["x-generation-id"]
-                record = _record(b, gid)
+                record = fetch_record(b, gid)
                 assert record["status"] == "interrupted", record
                 assert record["output_text"].startswith("tick0 tick1 "), (door, record)
                 assert record["provider"] == "emu" and record["attempts"] == 1, (door, record)
@@ -189,7 +180,7 @@ def test_a_killed_gateways_streams_resume_with_their_failure_on_every_door(store
                 later = stream_sse(b.base_url + _DOORS[door][0], body, headers, timeout=30)
                 assert later.raw == live.raw, door
             native_idem = streams["native"][1]
-            assert _replay(b, native_idem).json()["partial_output"] == _record(b, gid)["output_text"]
+            assert _replay(b, native_idem).json()["partial_output"] == fetch_record(b, gid)["output_text"]
         finally:
             a.kill()
             b.stop()
@@ -278,13 +269,13 @@ def test_a_paused_gateway_that_lost_its_lease_does_not_overwrite_interrupted(sto
             assert stream.events[-1].event == "error", stream.body[-300:]
             assert orjson.loads(stream.events[-1].data)["error"]["code"] == "interrupted"
             time.sleep(0.5)
-            rec = _record(b, gid)
+            rec = fetch_record(b, gid)
             assert rec["status"] == "interrupted", rec
             assert "lease" in a.log() and "interrupted" in a.log()
             # A took a new lease and serves on: what it runs now completes
             fresh = stream_sse(a.base_url + NATIVE, _native("text"), a.headers)
             assert fresh.status == 200 and fresh.events[-1].event == "done"
-            assert _record(b, fresh.headers["x-generation-id"])["status"] == "completed"
+            assert fetch_record(b, fresh.headers["x-generation-id"])["status"] == "completed"
         finally:
             a.stop()
             b.stop()
@@ -394,7 +385,7 @@ def test_sigterm_drains_then_interrupts_what_still_runs(store_url: str, tmp_path
             assert 2.0 <= took < 12, took
             for stream in (endless, short):
                 gid = stream.headers["x-generation-id"]
-                assert _record(b, gid)["status"] == ("completed" if stream is short else "interrupted")
+                assert fetch_record(b, gid)["status"] == ("completed" if stream is short else "interrupted")
             keep.close()
         finally:
             a.stop()
@@ -434,7 +425,7 @@ def test_workers_on_one_sqlite_file_sweep_a_killed_workers_generation(tmp_path: 
             deadline = time.monotonic() + 30  # the supervisor starts two new workers (new owners)
             while True:
                 try:
-                    status = _record(server, gid)["status"]
+                    status = fetch_record(server, gid)["status"]
                 except (httpx.HTTPError, AssertionError):
                     status = "unreachable"
                 if status == "interrupted" or time.monotonic() > deadline:

@@ -18,6 +18,7 @@ import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from tests.support.process import ServerProcess, start_server
+from tests.support.records import wait_record
 from tests.support.streams import RawStream, stream_sse
 
 CHAT = "/v1/chat/completions"
@@ -43,15 +44,6 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]
             server.stop()
 
 
-def _record(server: ServerProcess, gid: str, within_s: float = 5.0) -> dict[str, Any]:
-    deadline = time.monotonic() + within_s
-    while True:
-        record = dict(httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers).json())
-        if record["status"] != "in_progress" or time.monotonic() > deadline:
-            return record
-        time.sleep(0.05)
-
-
 def _body(model: str, stream: bool) -> dict[str, Any]:
     return {"model": model, "stream": stream, "messages": [{"role": "user", "content": HUGE}]}
 
@@ -61,7 +53,7 @@ def test_a_streamed_answer_with_an_estimated_huge_prompt_ends_with_done_and_is_b
     assert result.status == 200 and result.done
     usage = result.json_events()[-1]["usage"]
     assert usage["prompt_tokens"] > 200_000
-    record = _record(gateway, result.headers["x-generation-id"])
+    record = wait_record(gateway, result.headers["x-generation-id"])
     assert record["status"] == "completed" and record["usage_estimated"] is True
     assert record["cost"] == pytest.approx((usage["prompt_tokens"] * 1.0 + usage["completion_tokens"] * 2.0) / 1e6)
 
@@ -80,7 +72,7 @@ def test_a_dropped_keyless_stream_with_a_huge_prompt_is_cancelled_and_billed_wit
     gid = stream.headers["x-generation-id"]
     stream.close()
     dropped = time.monotonic()
-    record = _record(gateway, gid, within_s=2.0)
+    record = wait_record(gateway, gid, within_s=2.0)
     assert record["status"] == "cancelled", f"{record['status']} {time.monotonic() - dropped:.1f} s after the drop"
     assert record["usage"]["prompt_tokens"] > 200_000 and record["usage_estimated"] is True
     assert record["cost"] > 0.2  # over 200k prompt tokens at 1 USD per million

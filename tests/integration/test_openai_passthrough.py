@@ -6,7 +6,6 @@ commit point (with the headers naming what served) and the JSON errors when ever
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +16,7 @@ import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from tests.support.process import ServerProcess, free_port, sqlite_url, start_server
+from tests.support.records import wait_record
 from tests.support.streams import SSEResult, stream_sse
 
 CHAT = "/v1/chat/completions"
@@ -72,17 +72,6 @@ def chat(server: ServerProcess, model: str, **extra: Any) -> SSEResult:
     return stream_sse(server.base_url + CHAT, body, server.headers, timeout=30)
 
 
-def record(server: ServerProcess, gid: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 5
-    while True:
-        r = httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers)
-        assert r.status_code == 200
-        rec: dict[str, Any] = r.json()
-        if rec["status"] != "in_progress" or time.monotonic() > deadline:
-            return rec
-        time.sleep(0.05)
-
-
 # ---- passthrough --------------------------------------------------------------------------------
 def test_passthrough_bytes_identical(server: ServerProcess, emu: OpenAIUpstream) -> None:
     r = chat(server, "p/text")
@@ -98,7 +87,7 @@ def test_passthrough_bytes_identical(server: ServerProcess, emu: OpenAIUpstream)
     assert [e.id for e in r.events] == [str(i) for i in range(len(r.events))]
     assert r.headers["x-provider"] == "emu" and r.headers["x-served-model"] == "text"
     assert r.headers["x-provider-attempts"] == "1"
-    rec = record(server, r.headers["x-generation-id"])
+    rec = wait_record(server, r.headers["x-generation-id"])
     assert rec["status"] == "completed" and rec["output_text"] == "Hello, world \u00e9\u2713!"
     assert rec["usage"]["prompt_tokens"] == 11 and rec["usage"]["cached_tokens"] == 3
     assert rec["usage_estimated"] is False
@@ -153,7 +142,7 @@ def test_client_stream_options_win(server: ServerProcess, emu: OpenAIUpstream, o
     usage_chunks = [c for c in r.json_events() if c.get("usage")]
     assert len(usage_chunks) == (1 if opts.get("include_usage") else 0)
     assert r.done
-    rec = record(server, r.headers["x-generation-id"])
+    rec = wait_record(server, r.headers["x-generation-id"])
     assert rec["usage_estimated"] is (not opts.get("include_usage"))  # billed either way
     assert rec["usage"]["total_tokens"] > 0
 
@@ -167,7 +156,7 @@ def test_usage_estimated_when_upstream_sends_none(server: ServerProcess, emu: Op
     assert [c for c in chunks if c.get("usage")] == [chunks[-1]]
     # every upstream payload still forwarded byte for byte before tidegate's usage chunk
     assert [e.data.encode() for e in r.events[:-2]] == emu.last("no-usage").sent
-    rec = record(server, r.headers["x-generation-id"])
+    rec = wait_record(server, r.headers["x-generation-id"])
     assert rec["usage_estimated"] is True and rec["usage"]["completion_tokens"] > 0
 
 
@@ -262,7 +251,7 @@ def test_fallback_before_commit(
     assert counts.get("text") == 1
     if scenario is not None:
         assert counts.get(scenario) == 1
-    rec = record(server, headers["x-generation-id"])
+    rec = wait_record(server, headers["x-generation-id"])
     assert rec["status"] == "completed" and rec["provider"] == "emu2" and rec["attempts"] == 2
 
 
@@ -300,7 +289,7 @@ def test_every_route_failed_is_a_json_error(
     assert resp.headers["x-generation-id"]
     if status == 429:
         assert resp.headers["retry-after"] == "3"  # from the upstream (the shortest wait)
-    rec = record(server, resp.headers["x-generation-id"])
+    rec = wait_record(server, resp.headers["x-generation-id"])
     assert rec["status"] == "failed"
     assert EMU_KEY not in orjson.dumps(rec).decode()
 

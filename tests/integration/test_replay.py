@@ -11,8 +11,9 @@ from pathlib import Path
 import httpx
 import orjson
 
-from tests.integration.test_idempotency import LONG, _open_stream, _read_until, body, record
+from tests.integration.test_idempotency import LONG, _open_stream, _read_until, body
 from tests.support.process import ServerProcess, local_config, start_server
+from tests.support.records import fetch_record
 from tests.support.streams import RawStream, stream_sse
 
 REPLAY = "/api/v1/llm/responses/replay"
@@ -105,7 +106,7 @@ def test_replay_running_is_409_then_follows_live(local_server: ServerProcess) ->
         done = orjson.loads(live.events[-1].data)
         assert done["id"] == gid
         deltas = "".join(orjson.loads(e.data).get("text", "") for e in live.events if e.event == "delta")
-        assert deltas == done["output_text"] == record(local_server, gid)["output_text"]
+        assert deltas == done["output_text"] == fetch_record(local_server, gid)["output_text"]
     finally:
         sock.close()
 
@@ -120,7 +121,7 @@ def test_replay_of_cancelled_is_502_with_partial_output(local_server: ServerProc
     httpx.post(f"{local_server.base_url}/api/v1/generations/{gid}/cancel", headers=local_server.headers)
     sock.close()
     deadline = time.monotonic() + 10
-    while record(local_server, gid)["status"] == "in_progress" and time.monotonic() < deadline:
+    while fetch_record(local_server, gid)["status"] == "in_progress" and time.monotonic() < deadline:
         time.sleep(0.05)
     resp = replay(local_server, key)
     assert resp.status_code == 502

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import openai
 import orjson
 import pytest
@@ -17,6 +16,7 @@ import pytest
 from tests.emulators.openai_agent_upstream import AgentOpenAIUpstream
 from tests.emulators.openai_responses_upstream import TEXT, ResponsesUpstream
 from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.records import fetch_record
 from tests.support.streams import stream_sse
 
 
@@ -61,10 +61,6 @@ def client(server: ServerProcess) -> openai.OpenAI:
     return openai.OpenAI(base_url=server.base_url + "/v1", api_key=server.key, _strict_response_validation=True)
 
 
-def record(server: ServerProcess, gid: str) -> dict[str, Any]:
-    return httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers).json()
-
-
 def test_the_request_goes_as_sent_and_the_events_come_back_untouched(
     stack: tuple[ServerProcess, ResponsesUpstream],
 ) -> None:
@@ -91,7 +87,7 @@ def test_the_request_goes_as_sent_and_the_events_come_back_untouched(
     assert [e.event for e in r.events] == [orjson.loads(p)["type"] for p in sent.sent]
     assert [e.id for e in r.events] == [str(i) for i in range(len(r.events))]
     gid = r.headers["x-generation-id"]
-    rec = record(server, gid)
+    rec = fetch_record(server, gid)
     assert rec["status"] == "completed" and rec["output_text"] == "".join(TEXT)
     usage = rec["usage"]
     assert (usage["prompt_tokens"], usage["completion_tokens"], usage["cached_tokens"]) == (17, 9, 4)
@@ -116,7 +112,7 @@ def test_a_function_call_passes_through(stack: tuple[ServerProcess, ResponsesUps
     answer = raw.parse()
     call = answer.output[0]
     assert call.type == "function_call" and call.name == "lookup" and call.arguments == '{"q": "paris"}'
-    assert record(server, raw.headers["x-generation-id"])["finish_reason"] == "tool_calls"
+    assert fetch_record(server, raw.headers["x-generation-id"])["finish_reason"] == "tool_calls"
 
 
 def test_the_upstreams_failure_is_the_one_terminal_event(stack: tuple[ServerProcess, ResponsesUpstream]) -> None:
@@ -127,7 +123,7 @@ def test_the_upstreams_failure_is_the_one_terminal_event(stack: tuple[ServerProc
     types = [e.event for e in r.events]
     assert types[-1] == "response.failed" and sum(t.startswith("response.failed") for t in types) == 1
     assert orjson.loads(r.events[-1].data)["response"]["error"]["message"] == "The model crashed mid-answer"
-    rec = record(server, r.headers["x-generation-id"])
+    rec = fetch_record(server, r.headers["x-generation-id"])
     assert rec["status"] == "failed" and "crashed mid-answer" in rec["error"]["message"]
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream
 from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.records import wait_record
 
 CHAT = "/v1/chat/completions"
 HI = [{"role": "user", "content": "hi"}]
@@ -123,15 +124,6 @@ def chat(client: httpx.Client, server: ServerProcess, model: str, **extra: Any) 
     return client.post(server.base_url + CHAT, json=body, headers=server.headers, timeout=30)
 
 
-def record(server: ServerProcess, gid: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 5
-    while True:
-        rec: dict[str, Any] = httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers).json()
-        if rec["status"] != "in_progress" or time.monotonic() > deadline:
-            return rec
-        time.sleep(0.02)
-
-
 def routes_of(server: ServerProcess, model: str) -> dict[str, dict[str, Any]]:
     r = httpx.get(server.base_url + "/api/v1/routes", headers=server.headers)
     assert r.status_code == 200, r.text
@@ -209,13 +201,13 @@ def test_auto_picks_by_what_the_request_needs(server: ServerProcess) -> None:
     assert plain.headers["x-provider"] == "a"  # the cheapest candidate
     assert tools.headers["x-provider"] == "b"  # the cheapest with tools
     assert long.headers["x-provider"] == "c"  # the one whose context holds the prompt
-    rec = record(server, long.headers["x-generation-id"])
+    rec = wait_record(server, long.headers["x-generation-id"])
     assert rec["model"] == "tidegate/auto"
     assert rec["route_reason"].startswith("policy=cheapest chose big")
     assert "context_length 200" in rec["route_reason"]
     usage = rec["usage"]
     assert rec["cost"] == pytest.approx((usage["prompt_tokens"] * 4.0 + usage["completion_tokens"] * 8.0) / 1e6)
-    assert "needs tools" in record(server, tools.headers["x-generation-id"])["route_reason"]
+    assert "needs tools" in wait_record(server, tools.headers["x-generation-id"])["route_reason"]
 
 
 def test_models_lists_router_models_with_candidates(server: ServerProcess) -> None:
@@ -233,7 +225,7 @@ def test_residency_never_falls_back_outside_the_jurisdiction(server: ServerProce
     assert error["code"] == "no_provider_available"
     assert "provider.jurisdictions=['eu'] excluded us1" in error["message"]
     assert emu.counts() == {"http-500": 1}  # no attempt in the US
-    rec = record(server, r.headers["x-generation-id"])
+    rec = wait_record(server, r.headers["x-generation-id"])
     assert rec["attempts"] == 1 and rec["provider"] is None
     assert "excluded by provider.jurisdictions" in rec["route_reason"]
 
@@ -296,7 +288,7 @@ def test_allow_fallbacks_false_tries_exactly_one_provider_on_every_door(
             assert r.status_code >= 500, (path, r.text)
             assert r.headers["x-provider-attempts"] == "1", path
             assert emu.counts() == {"http-500": 1}, path  # us1 never tried
-            rec = record(server, r.headers["x-generation-id"])
+            rec = wait_record(server, r.headers["x-generation-id"])
             assert rec["attempts"] == 1 and "provider.allow_fallbacks=false: only eu1" in rec["route_reason"]
         allowed = chat(client, server, "resident", provider={"allow_fallbacks": True})
     assert allowed.status_code == 200 and allowed.headers["x-provider"] == "us1"

@@ -20,6 +20,7 @@ import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.records import wait_record
 from tests.support.streams import SSEResult, stream_sse
 from tidegate.sse import SSEDecoder
 
@@ -86,18 +87,6 @@ def chat(server: ServerProcess, model: str, **extra: Any) -> SSEResult:
     return stream_sse(server.base_url + CHAT, body, server.headers, timeout=30)
 
 
-def record(server: ServerProcess, gid: str, until: str | None = None) -> dict[str, Any]:
-    deadline = time.monotonic() + 5
-    while True:
-        r = httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers)
-        assert r.status_code == 200
-        rec: dict[str, Any] = r.json()
-        done = rec["status"] == until if until else rec["status"] != "in_progress"
-        if done or time.monotonic() > deadline:
-            return rec
-        time.sleep(0.05)
-
-
 def assert_failure_ending(
     r: SSEResult, code: str, model: str, upstream_id: str | None, provider: str = "emu"
 ) -> dict[str, Any]:
@@ -151,7 +140,7 @@ def test_failure_after_commit_is_one_chunk_without_done(
     assert forwarded == upstream.sent[: len(forwarded)] and len(forwarded) >= 2
     if code == "upstream_timeout":
         assert IDLE * 0.9 <= elapsed < IDLE + 3
-    rec = record(server, r.headers["x-generation-id"])
+    rec = wait_record(server, r.headers["x-generation-id"])
     assert rec["status"] == "failed" and rec["error"]["code"] == code
     assert rec["output_text"].startswith("Hello") and rec["finish_reason"] == "error"
 
@@ -204,7 +193,7 @@ def test_client_disconnect_closes_upstream_within_a_second(server: ServerProcess
     assert upstream.closed_at is not None, "the upstream connection was never closed"
     assert upstream.closed_at - closed_at < 1.0
     assert not upstream.done_sent
-    rec = record(server, gid, until="cancelled")
+    rec = wait_record(server, gid, until="cancelled")
     assert rec["status"] == "cancelled"
     assert rec["output_text"].startswith("tick0 tick1 ")
     assert rec["usage_estimated"] is True
@@ -239,7 +228,7 @@ def test_cancel_endpoint_ends_a_read_stream_with_cancelled(server: ServerProcess
     while upstream.closed_at is None and time.monotonic() < deadline:
         time.sleep(0.02)
     assert upstream.closed_at is not None and upstream.closed_at - cancelled_at < 1.0
-    assert record(server, gid, until="cancelled")["status"] == "cancelled"
+    assert wait_record(server, gid, until="cancelled")["status"] == "cancelled"
 
 
 # ---- keep-alive, idle timeout, commit point --------------------------------------------------------
