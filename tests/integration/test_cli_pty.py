@@ -32,13 +32,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.conformance.stack import Stack, marker, route, running_stack
 from tests.emulators.anthropic_upstream import SLOW_ANSWER, SLOW_THINKING
 from tests.emulators.openai_upstream import tidegate_toml
 from tests.support.process import MASTER_KEY, free_port, sqlite_url
+from tests.support.waits import is_ready, poll_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -333,13 +333,7 @@ def test_make_serve_stops_on_ctrl_c_with_exit_0(tmp_path: Path) -> None:
     run = PtyCli([f"ARGS=--config {config} --port {port}"], env, program)
     try:
         run.read_until(shows("tidegate: serving"), timeout=60)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        poll_until(lambda: is_ready(f"http://127.0.0.1:{port}"), 30, poll_s=0.1)
         run.send(b"\x03")  # Ctrl-C, through the terminal's line discipline
         code = run.read_to_end(timeout=30)
     finally:

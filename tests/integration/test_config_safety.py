@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from tests.support.process import ServerProcess, free_port, sqlite_url, start_server
 from tests.support.store_backends import postgres_url, redis_url
+from tests.support.waits import wait_ready
 
 # 169.254.169.254 as resolvers, URL parsers and the kernel also read it
 METADATA_SPELLINGS = [
@@ -196,7 +196,8 @@ def test_allowed_hosts_replaces_the_default(upstream: OpenAIUpstream, tmp_path: 
     server = start_server(tmp_path, toml, wait_ready=False)
     try:
         url = server.base_url + "/metrics"
-        _wait_ready(server, "gateway.example.com")
+        # (start_server's own wait asks /readyz with a Host this gateway refuses)
+        wait_ready(server.base_url, headers={"Host": "gateway.example.com"}, proc=server.proc, log=server.log)
         assert httpx.get(url, headers={"Host": "gateway.example.com:9999"}).status_code == 200
         assert httpx.get(url, headers={"Host": "a.internal.example:8443"}).status_code == 200
         for refused in ("a.internal.example:8080", "127.0.0.1", "internal.example:8443"):
@@ -212,20 +213,6 @@ def test_allowed_hosts_star_accepts_any_host(tmp_path: Path) -> None:
         assert httpx.get(server.base_url + "/metrics", headers={"Host": "attacker.example"}).status_code == 200
     finally:
         server.stop()
-
-
-def _wait_ready(server: ServerProcess, host: str) -> None:
-    """`start_server` asks /readyz with its own Host, which this gateway refuses."""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert server.proc.poll() is None, server.log()
-        try:
-            if httpx.get(server.base_url + "/readyz", headers={"Host": host}, timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
-    raise AssertionError(f"the gateway did not become ready:\n{server.log()}")
 
 
 # --- 55.7: where an error is, what was meant; the store --------------------------------------------

@@ -18,7 +18,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from tests.support.process import ServerProcess, free_port, start_server, stop_and_time
 from tests.support.records import fetch_record
 from tests.support.streams import RawStream
+from tests.support.waits import wait_ready, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 NATIVE = "/api/v1/llm/responses"
@@ -63,14 +64,6 @@ def _native(model: str) -> dict[str, Any]:
     return {"model": model, "input": "Count slowly.", "stream": True}
 
 
-def _wait_for(check: Callable[[], bool], within_s: float, what: str, server: ServerProcess) -> None:
-    deadline = time.monotonic() + within_s
-    while not check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {within_s} s; the log:\n{server.log()}")
-        time.sleep(0.05)
-
-
 def _last_data(stream: RawStream) -> dict[str, Any]:
     return dict(orjson.loads(stream.events[-1].data))
 
@@ -90,7 +83,7 @@ def test_a_second_ctrl_c_ends_every_stream_interrupted_with_its_doors_ending(
         t0 = time.monotonic()
         a.proc.send_signal(signal.SIGINT)
         said = re.compile(r"waiting up to 30 s for 3 generations in flight.*Ctrl-C again")
-        _wait_for(lambda: said.search(a.log()) is not None, 5, "the drain's message", a)
+        wait_until(lambda: said.search(a.log()) is not None, 5, "the drain's message", log=a.log)
         seen = len(chat.read_events(len(chat.events) + 5))
         assert not chat.ended and seen > 3  # still streaming in the drain
         a.proc.send_signal(signal.SIGINT)  # the second Ctrl-C: force
@@ -129,7 +122,7 @@ def test_the_drain_answers_readyz_503_refuses_new_generations_and_lets_streams_f
         brief.read_events(2)
         t0 = time.monotonic()
         a.proc.send_signal(signal.SIGTERM)
-        _wait_for(lambda: "in flight" in a.log(), 5, "the drain's message", a)
+        wait_until(lambda: "in flight" in a.log(), 5, "the drain's message", log=a.log)
         with httpx.Client(timeout=5) as fresh:  # new connections: the listener is still open
             ready = fresh.get(a.base_url + "/readyz")
             assert ready.status_code == 503 and ready.json() == {"status": "draining"}
@@ -180,14 +173,7 @@ def test_make_serve_stops_without_a_make_error(upstream: OpenAIUpstream, tmp_pat
             start_new_session=True,  # its own process group: the group signal is what a terminal sends
         )
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                assert make.poll() is None and time.monotonic() < deadline, "make serve did not start"
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.1)
+            wait_ready(f"http://127.0.0.1:{port}", proc=make, name="make serve")
             if signum == signal.SIGINT:
                 os.killpg(make.pid, signal.SIGINT)  # Ctrl-C: every process of the foreground group
             else:
@@ -202,7 +188,7 @@ def test_make_serve_stops_without_a_make_error(upstream: OpenAIUpstream, tmp_pat
 
 
 def _serving_workers(server: ServerProcess, count: int) -> None:
-    _wait_for(lambda: server.log().count(" serving (") >= count, 60, f"{count} workers serving", server)
+    wait_until(lambda: server.log().count(" serving (") >= count, 60, f"{count} workers serving", log=server.log)
 
 
 def test_under_workers_a_second_ctrl_c_to_the_parent_ends_the_streams_at_once(
@@ -216,7 +202,7 @@ def test_under_workers_a_second_ctrl_c_to_the_parent_ends_the_streams_at_once(
             stream.read_events(3)
         t0 = time.monotonic()
         server.proc.send_signal(signal.SIGINT)  # to the parent only (no terminal signals the workers)
-        _wait_for(lambda: "in flight" in server.log(), 10, "the drain's message", server)
+        wait_until(lambda: "in flight" in server.log(), 10, "the drain's message", log=server.log)
         with httpx.Client(timeout=5) as fresh:
             assert fresh.get(server.base_url + "/readyz").status_code == 503  # every worker drains, listening
         server.proc.send_signal(signal.SIGINT)

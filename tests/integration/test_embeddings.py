@@ -29,6 +29,7 @@ from tests.emulators.images_embeddings_upstream import (
     vector,
 )
 from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.waits import poll_until
 
 EMB = "/v1/embeddings"
 
@@ -98,10 +99,7 @@ class SlowEmbeddings:
             self._thread.join(10)
 
     def wait_started(self, count: int, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while self.started < count:
-            assert time.monotonic() < deadline, "the slow upstream was never called"
-            time.sleep(0.02)
+        assert poll_until(lambda: self.started >= count, timeout, poll_s=0.02), "the slow upstream was never called"
 
 
 def _config(workdir: Path, emu: str, slow: str) -> str:
@@ -538,9 +536,7 @@ def test_cancel_endpoint_stops_a_running_embedding(server: ServerProcess, slow: 
         answer = running.result()
     assert answer.status_code == 499 and answer.json()["error"]["code"] == "cancelled"
     assert answer.headers["x-generation-id"] == gid
-    deadline = time.monotonic() + 3
-    while slow.closed_at is None and time.monotonic() < deadline:
-        time.sleep(0.02)
+    poll_until(lambda: slow.closed_at is not None, 3, poll_s=0.02)
     assert slow.closed_at is not None and slow.closed_at - cancelled_at < 1.0
     rec = httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers).json()
     assert rec["status"] == "cancelled" and rec["error"]["code"] == "cancelled"

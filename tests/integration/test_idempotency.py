@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from tests.support.process import ServerProcess, local_config, start_server
-from tests.support.records import fetch_record
+from tests.support.records import fetch_record, wait_record
 from tests.support.streams import stream_sse
 from tidegate.sse import SSEDecoder
 
@@ -145,13 +145,7 @@ def test_disconnect_with_key_keeps_generating(local_server: ServerProcess) -> No
     head = _read_until(sock, 2)
     gid = head.split(b"x-generation-id: ")[1].split(b"\r\n")[0].decode()
     sock.close()
-    deadline = time.monotonic() + 30
-    rec: dict[str, object] = {}
-    while time.monotonic() < deadline:
-        rec = fetch_record(local_server, gid)
-        if rec["status"] != "in_progress":
-            break
-        time.sleep(0.1)
+    rec = wait_record(local_server, gid, within_s=30, poll_s=0.1)
     assert rec["status"] == "completed"
     replay = stream_sse(local_server.base_url + CHAT, body(max_tokens=60, messages=LONG), h)
     assert replay.done and replay.headers["x-generation-id"] == gid
@@ -227,9 +221,7 @@ def test_failed_key_starts_new_generation(local_server: ServerProcess) -> None:
     first_id = got.split(b"x-generation-id: ")[1].split(b"\r\n")[0].decode()
     httpx.post(f"{local_server.base_url}/api/v1/generations/{first_id}/cancel", headers=local_server.headers)
     sock.close()
-    deadline = time.monotonic() + 10
-    while fetch_record(local_server, first_id)["status"] == "in_progress" and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_record(local_server, first_id, within_s=10)
     assert fetch_record(local_server, first_id)["status"] == "cancelled"
     # a resume (Last-Event-ID) of the ended generation re-sends what it stored, ending with its failure
     resumed = stream_sse(local_server.base_url + CHAT, payload, {**h, "Last-Event-ID": "0"})
@@ -274,9 +266,8 @@ def test_crash_marks_interrupted_on_restart(tmp_path: Path) -> None:
         server.kill()
     restarted = start_server(tmp_path, config)  # another port: the dead one's lease expires all the same
     try:
-        deadline = time.monotonic() + 6  # the lease's 1.5 s, a sweep, slack for a loaded machine
-        while (rec := fetch_record(restarted, gid))["status"] == "in_progress" and time.monotonic() < deadline:
-            time.sleep(0.1)
+        # the lease's 1.5 s, a sweep, slack for a loaded machine
+        rec = wait_record(restarted, gid, within_s=6, poll_s=0.1)
         assert rec["status"] == "interrupted"
         assert rec["error"]["code"] == "interrupted"  # type: ignore[index]
         again = httpx.post(restarted.base_url + CHAT, json=body(max_tokens=4, messages=LONG), headers=h)

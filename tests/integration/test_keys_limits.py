@@ -19,6 +19,7 @@ import pytest
 from tests.emulators.openai_upstream import OpenAIUpstream
 from tests.support.process import MASTER_KEY, ServerProcess, start_server
 from tests.support.store_backends import shared_store_url
+from tests.support.waits import poll_until
 
 CHAT = "/v1/chat/completions"
 KEYS = "/api/v1/keys"
@@ -348,10 +349,8 @@ def test_concurrent_streams_limit(gateway: ServerProcess) -> None:
         finally:
             for s in streams:
                 s.__exit__(None, None, None)
-    deadline = time.monotonic() + 10
-    while _chat(gateway, key["key"], model="chat").status_code != 200:  # the slots come back at the end
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    # the slots come back at the end
+    assert poll_until(lambda: _chat(gateway, key["key"], model="chat").status_code == 200, 10, poll_s=0.2)
 
 
 @pytest.fixture(params=["sqlite", "redis"])

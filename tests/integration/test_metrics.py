@@ -20,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.emulators.openai_upstream import TEXT_PIECES, OpenAIUpstream, tidegate_toml
 from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.waits import poll_until
 
 N = 6  # of each kind of request
 
@@ -154,9 +155,7 @@ def test_traces_leave_by_otlp_when_the_standard_variables_ask(tmp_path: Path) ->
                 httpx.post(server.base_url + "/v1/chat/completions", json=body, headers=server.headers).status_code
                 == 200
             )
-            deadline = time.monotonic() + 10
-            while not any("chat ok" in spans for spans in _Collector.received) and time.monotonic() < deadline:
-                time.sleep(0.1)
+            poll_until(lambda: any("chat ok" in spans for spans in _Collector.received), 10, poll_s=0.1)
         finally:
             server.stop()
             collector.shutdown()

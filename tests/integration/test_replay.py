@@ -13,7 +13,7 @@ import orjson
 
 from tests.integration.test_idempotency import LONG, _open_stream, _read_until, body
 from tests.support.process import ServerProcess, local_config, start_server
-from tests.support.records import fetch_record
+from tests.support.records import fetch_record, wait_record
 from tests.support.streams import RawStream, stream_sse
 
 REPLAY = "/api/v1/llm/responses/replay"
@@ -120,9 +120,7 @@ def test_replay_of_cancelled_is_502_with_partial_output(local_server: ServerProc
     gid = head.split(b"x-generation-id: ")[1].split(b"\r\n")[0].decode()
     httpx.post(f"{local_server.base_url}/api/v1/generations/{gid}/cancel", headers=local_server.headers)
     sock.close()
-    deadline = time.monotonic() + 10
-    while fetch_record(local_server, gid)["status"] == "in_progress" and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_record(local_server, gid, within_s=10)
     resp = replay(local_server, key)
     assert resp.status_code == 502
     payload = resp.json()

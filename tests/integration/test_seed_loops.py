@@ -22,6 +22,7 @@ import pytest
 from tests.conformance.stack import FAULT_CASES, FAULTS, Stack, fault_scenario, route, running_stack
 from tests.support.process import start_server
 from tests.support.streams import stream_sse
+from tests.support.waits import poll_until
 
 SEED_CLIENTS = Path(__file__).resolve().parent.parent / "seed_clients"
 PY_LOOP = SEED_CLIENTS / "seed_loop.py"
@@ -154,10 +155,9 @@ def test_gateway_dying_mid_stream_is_incomplete(stack: Stack, tmp_path: Path) ->
     victim = start_server(tmp_path, config, extra_env=stack.server.env)
     try:
         procs = start_loops(victim.base_url, victim.key, "openai/slow")
-        deadline = time.monotonic() + 20
-        while sum(1 for q in list(stack.oai.requests) if q.scenario == "slow" and q.closed_at is None) < 2:
-            assert time.monotonic() < deadline, "the seed loops never reached the upstream"
-            time.sleep(0.05)
+        assert poll_until(
+            lambda: sum(1 for q in list(stack.oai.requests) if q.scenario == "slow" and q.closed_at is None) >= 2, 20
+        ), "the seed loops never reached the upstream"
         time.sleep(0.5)  # both loops are printing ticks now
         victim.kill()
         runs = finish(procs)

@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from tests.support.process import MASTER_KEY, start_server
 from tests.support.streams import stream_sse
+from tests.support.waits import poll_until
 
 PROMPT = "a-private-prompt-7f3a9c"
 
@@ -55,9 +55,8 @@ def test_the_startup_line_names_the_address_the_config_the_store_and_the_console
             f"tidegate: serving {base} (config: {server.config_path}; store: sqlite:///{tmp_path / 'tidegate.db'};"
             f" console: {base}/ui)"
         )
-        deadline = time.monotonic() + 10  # printed once listening: a moment after the first answer at most
-        while expected not in server.log().splitlines() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        # printed once listening: a moment after the first answer at most
+        poll_until(lambda: expected in server.log().splitlines(), 10)
         assert expected in server.log().splitlines(), server.log()
     finally:
         server.stop()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -14,6 +13,7 @@ import orjson
 import pytest
 
 from tests.support.process import ServerProcess, local_config, start_server
+from tests.support.records import wait_record
 from tests.support.streams import stream_sse
 from tidegate.ids import is_ulid
 
@@ -271,13 +271,7 @@ def test_disconnect_stops_generation(local_server: ServerProcess) -> None:
         got += sock.recv(65536)
     gid = got.split(b"x-generation-id: ")[1].split(b"\r\n")[0].decode()
     sock.close()
-    deadline = time.monotonic() + 5
-    record = {}
-    while time.monotonic() < deadline:
-        record = httpx.get(f"{local_server.base_url}/api/v1/generations/{gid}", headers=local_server.headers).json()
-        if record["status"] != "in_progress":
-            break
-        time.sleep(0.1)
+    record = wait_record(local_server, gid, poll_s=0.1)
     assert record["status"] == "cancelled"
     assert record["output_text"]
     assert 0 < record["usage"]["completion_tokens"] < 1500

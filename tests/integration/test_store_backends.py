@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ import pytest
 import redis
 
 from tests.support.process import ServerProcess, local_config, sqlite_url, start_server
+from tests.support.records import wait_record
 from tests.support.store_backends import (
     drop_postgres_schema,
     drop_redis_prefix,
@@ -182,12 +182,7 @@ def test_two_workers_one_generation_per_key(backend: Backend, tmp_path: Path) ->
         assert backend.generation_count() == 1
         # once done, every worker answers the stored bytes
         gid = originals[0].headers["x-generation-id"]
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            rec = httpx.get(f"{server.base_url}/api/v1/generations/{gid}", headers=server.headers).json()
-            if rec["status"] != "in_progress":
-                break
-            time.sleep(0.05)
+        rec = wait_record(server, gid, within_s=30)
         assert rec["status"] == "completed"
         for _ in range(4):
             again = httpx.post(server.base_url + CHAT, json=body, headers=h, timeout=60)

@@ -22,6 +22,7 @@ from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from tests.support.process import ServerProcess, sqlite_url, start_server
 from tests.support.records import wait_record
 from tests.support.streams import SSEResult, stream_sse
+from tests.support.waits import poll_until
 from tidegate.sse import SSEDecoder
 
 CHAT = "/v1/chat/completions"
@@ -224,9 +225,7 @@ def test_cancel_endpoint_ends_a_read_stream_with_cancelled(server: ServerProcess
     upstream = emu.last("slow")
     last = assert_failure_ending(r, "cancelled", "f/slow", f"chatcmpl-emu{upstream.n}")
     assert last["error"]["code"] == "cancelled"
-    deadline = time.monotonic() + 3
-    while upstream.closed_at is None and time.monotonic() < deadline:
-        time.sleep(0.02)
+    poll_until(lambda: upstream.closed_at is not None, 3, poll_s=0.02)
     assert upstream.closed_at is not None and upstream.closed_at - cancelled_at < 1.0
     assert wait_record(server, gid, until="cancelled")["status"] == "cancelled"
 

@@ -5,7 +5,6 @@ warning `verify = false` logs at start. The proxy's password is never logged or 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -15,6 +14,7 @@ from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from tests.support.forward_proxy import PASSWORD, ForwardProxy
 from tests.support.process import ServerProcess, free_port, sqlite_url, start_server
 from tests.support.streams import stream_sse
+from tests.support.waits import poll_until
 
 CHAT = "/v1/chat/completions"
 HI = [{"role": "user", "content": "hi"}]
@@ -76,10 +76,8 @@ def test_a_stream_through_the_proxy(
     r = stream_sse(server.base_url + CHAT, {"model": model, "messages": HI, "stream": True}, server.headers)
     assert r.status == 200 and r.done, r.raw[:300]
     assert "".join(c["choices"][0]["delta"].get("content") or "" for c in r.json_events() if c.get("choices"))
-    deadline = time.monotonic() + 5
-    while _requests_through(proxy, upstream) == before:  # logged once the pooled connection closes
-        assert time.monotonic() < deadline, proxy.log()
-        time.sleep(0.05)
+    # logged once the pooled connection closes
+    assert poll_until(lambda: _requests_through(proxy, upstream) != before, 5), proxy.log()
     assert PASSWORD not in server.log()
 
 

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests.support.process import ServerProcess, free_port, sqlite_url, start_server
+from tests.support.waits import poll_until, wait_for_log
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="reads /proc; SO_REUSEPORT spreading is Linux's"
@@ -78,31 +79,30 @@ def listeners(server: ServerProcess, port: int) -> dict[int, set[int]]:
 
 
 def wait_for_workers(server: ServerProcess, port: int, count: int, timeout: float = 60) -> dict[int, set[int]]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    found: dict[int, set[int]] = {}
+
+    def settled() -> bool:
+        nonlocal found
         found = listeners(server, port)
-        if len(found) == count:
-            return found
-        time.sleep(0.1)
+        return len(found) == count
+
+    if poll_until(settled, timeout, poll_s=0.1):
+        return found
     raise AssertionError(f"expected {count} listening workers, found {listeners(server, port)}:\n{server.log()}")
 
 
 def wait_for_successor(server: ServerProcess, port: int, gone: int, timeout: float = 30) -> dict[int, set[int]]:
     """The listening workers once `gone` is no longer among them and a successor listens."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    found: dict[int, set[int]] = {}
+
+    def replaced() -> bool:
+        nonlocal found
         found = listeners(server, port)
-        if len(found) == 2 and gone not in found:
-            return found
-        time.sleep(0.1)
+        return len(found) == 2 and gone not in found
+
+    if poll_until(replaced, timeout, poll_s=0.1):
+        return found
     raise AssertionError(f"no worker replaced {gone}: {listeners(server, port)}\n{server.log()}")
-
-
-def wait_for_log(server: ServerProcess, text: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and text not in server.log():
-        time.sleep(0.05)
-    assert text in server.log(), server.log()
 
 
 def assert_serving(server: ServerProcess, requests: int = 20) -> None:
@@ -159,7 +159,7 @@ def test_a_dead_worker_is_replaced(tmp_path: Path) -> None:
         (successor,) = set(wait_for_successor(server, port, victim)) - {other}
         assert_serving(server)
         assert f"worker {victim} exited" in server.log()
-        wait_for_log(server, f"worker {successor} serving")  # the parent's word that it started
+        wait_for_log(server.log, f"worker {successor} serving")  # the parent's word that it started
 
 
 def test_a_worker_whose_event_loop_stops_is_replaced(tmp_path: Path) -> None:
@@ -259,7 +259,7 @@ def test_sighup_replaces_the_workers_one_by_one_and_reads_the_config_again(tmp_p
         server.config_path.write_text(config_with_model(tmp_path, "after/m"))
         asker.start()
         server.proc.send_signal(signal.SIGHUP)
-        wait_for_log(server, "reloaded", timeout=120)
+        wait_for_log(server.log, "reloaded", within_s=120)
         now = wait_for_workers(server, port, 2)
         assert old.isdisjoint(now)
         done.set()

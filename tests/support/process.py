@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
+from tests.support.waits import wait_ready as wait_for_ready
 
 MASTER_KEY = "tg-test-master-key-0123456789"
 REPO = Path(__file__).resolve().parents[2]  # the checkout: a helper script run as `python -m tests...` starts here
@@ -141,19 +141,11 @@ def start_server(
     server = ServerProcess(f"http://127.0.0.1:{port}", master_key or "", proc, workdir, config_path, log_path, env)
     STARTED.append(server)
     if wait_ready:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"tidegate exited with {proc.returncode}:\n{server.log()}")
-            try:
-                if httpx.get(server.base_url + "/readyz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        else:
+        try:
+            wait_for_ready(server.base_url, proc=proc, log=server.log)
+        except RuntimeError:
             server.stop()
-            raise RuntimeError(f"tidegate did not become ready:\n{server.log()}")
+            raise
     return server
 
 
