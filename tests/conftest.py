@@ -4,7 +4,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.process import STARTED, ServerProcess, local_config, secrets_of, start_server
+from tests.support.process import STARTED, ServerProcess, local_config, secrets_of, started_server
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -29,7 +29,5 @@ def no_secret_in_any_gateways_log_or_store() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def local_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """One real tidegate with the embedded local model, shared by the tests that only read from it."""
-    workdir = tmp_path_factory.mktemp("local-server")
-    server = start_server(workdir, local_config(workdir))
-    yield server
-    server.stop()
+    with started_server(tmp_path_factory, "local-server", local_config) as server:
+        yield server

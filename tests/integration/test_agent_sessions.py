@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream
-from tests.support.process import ServerProcess, start_server
+from tests.support.process import ServerProcess, running_server
 from tests.support.records import fetch_record
 from tests.support.store_backends import shared_store_url
 
@@ -44,9 +44,8 @@ routes = [{{ provider = "emu", model = "text" }}]
 [models."down-emu"]
 routes = [{{ provider = "emu", model = "http-500" }}]
 """
-        gateway = start_server(tmp, config)
-        yield gateway
-        gateway.stop()
+        with running_server(tmp, config) as gateway:
+            yield gateway
 
 
 def post(server: ServerProcess, path: str, body: dict[str, Any], **headers: str) -> str:

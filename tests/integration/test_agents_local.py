@@ -28,7 +28,7 @@ import httpx
 import pytest
 
 from tests.support.agents import agent_binary
-from tests.support.process import ServerProcess, start_server
+from tests.support.process import ServerProcess, started_server
 
 MODEL = "local/smollm2"  # the embedded default's chat model
 MARKER = "TIDEGATE-LOCAL-SECRET"
@@ -38,10 +38,9 @@ CLAUDE_ARGS = ["--model", MODEL, "--tools", "Read", "--allowedTools", "Read", "-
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    workdir = tmp_path_factory.mktemp("make-serve")
-    started = start_server(workdir, None)  # no --config: the embedded default, as `make serve` runs it
-    yield started
-    started.stop()
+    # no --config: the embedded default, as `make serve` runs it
+    with started_server(tmp_path_factory, "make-serve", None) as started:
+        yield started
 
 
 def records(server: ServerProcess, since: float) -> list[dict[str, Any]]:

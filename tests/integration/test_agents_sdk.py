@@ -25,7 +25,7 @@ from openai import AsyncOpenAI
 
 from tests.emulators.anthropic_upstream import AnthropicFamilyEmulator
 from tests.emulators.openai_agent_upstream import AgentOpenAIUpstream
-from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.process import ServerProcess, sqlite_url, started_server
 
 MAGIC = "tidegate-42"
 calls: list[str] = []
@@ -62,10 +62,11 @@ routes = [{{ provider = "claude", model = "claude-emu--calltools" }}]
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     set_tracing_disabled(True)
     chat, claude = AgentOpenAIUpstream().start(), AnthropicFamilyEmulator().start()
-    workdir = tmp_path_factory.mktemp("agents-sdk")
-    gateway = start_server(workdir, config(workdir, chat, claude), extra_env={"EMU_ANTHROPIC_KEY": claude.api_key})
-    yield gateway
-    gateway.stop()
+    env = {"EMU_ANTHROPIC_KEY": claude.api_key}
+    with started_server(
+        tmp_path_factory, "agents-sdk", lambda workdir: config(workdir, chat, claude), extra_env=env
+    ) as gateway:
+        yield gateway
     chat.stop()
     claude.stop()
 

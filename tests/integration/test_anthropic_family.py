@@ -22,7 +22,7 @@ from tests.emulators.anthropic_upstream import (
     AnthropicFamilyEmulator,
     Recorded,
 )
-from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.process import ServerProcess, running_server, sqlite_url
 from tests.support.streams import SSEResult, stream_sse
 
 KINDS = {
@@ -115,9 +115,8 @@ def server(tmp_path_factory: pytest.TempPathFactory, emulator: AnthropicFamilyEm
         "AWS_SHARED_CREDENTIALS_FILE": str(workdir / "no-aws-credentials"),
         "AWS_EC2_METADATA_DISABLED": "true",
     }
-    srv = start_server(workdir, config(workdir, emulator), extra_env=env)
-    yield srv
-    srv.stop()
+    with running_server(workdir, config(workdir, emulator), extra_env=env) as srv:
+        yield srv
     log = srv.log()
     for secret in (emulator.api_key, emulator.vertex_token, emulator.aws.secret_key, emulator.aws.token):
         assert secret not in log

@@ -22,7 +22,7 @@ from google.genai import types
 
 from tests.emulators.anthropic_upstream import AnthropicFamilyEmulator
 from tests.emulators.openai_upstream import OpenAIUpstream
-from tests.support.process import MASTER_KEY, ServerProcess, start_server
+from tests.support.process import MASTER_KEY, ServerProcess, running_server, start_server
 from tests.support.records import fetch_record
 from tests.support.store_backends import shared_store_url
 
@@ -76,9 +76,8 @@ def emu() -> Iterator[OpenAIUpstream]:
 
 @pytest.fixture
 def gateway(tmp_path: Path, emu: OpenAIUpstream) -> Iterator[ServerProcess]:
-    server = start_server(tmp_path / "gw", _config(f"sqlite:///{tmp_path / 'gw.db'}", emu))
-    yield server
-    server.stop()
+    with running_server(tmp_path / "gw", _config(f"sqlite:///{tmp_path / 'gw.db'}", emu)) as server:
+        yield server
 
 
 def _key(server: ServerProcess, **fields: Any) -> str:

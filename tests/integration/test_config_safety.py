@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from tests.support.process import ServerProcess, free_port, sqlite_url, start_server
+from tests.support.process import ServerProcess, free_port, running_server, sqlite_url, start_server
 from tests.support.store_backends import postgres_url, redis_url
 from tests.support.waits import wait_ready
 
@@ -163,9 +163,8 @@ OPEN = ["/metrics", "/healthz", "/readyz", "/ui/", "/ui/app.js"]
 def loopback_gateway(upstream: OpenAIUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     workdir = tmp_path_factory.mktemp("hosts")
     toml = tidegate_toml(sqlite_url(workdir), {"emu": {"kind": "openai", "base_url": upstream.base_url}}, {})
-    server = start_server(workdir, toml)
-    yield server
-    server.stop()
+    with running_server(workdir, toml) as server:
+        yield server
 
 
 @pytest.mark.parametrize("path", OPEN)

@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.process import ServerProcess, running_server, sqlite_url
 from tests.support.streams import stream_sse
 
 CHAT = "/v1/chat/completions"
@@ -48,9 +48,8 @@ def server(emu: OpenAIUpstream, silent_port: int, tmp_path_factory: pytest.TempP
     config = tidegate_toml(
         sqlite_url(workdir), providers, models, server={"connect_timeout_s": CONNECT_TIMEOUT_S, "keepalive_s": 30}
     )
-    srv = start_server(workdir, config)
-    yield srv
-    srv.stop()
+    with running_server(workdir, config) as srv:
+        yield srv
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "json"])

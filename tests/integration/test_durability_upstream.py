@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.process import ServerProcess, sqlite_url, start_server, started_server
 from tests.support.streams import RawStream, stream_sse
 
 CHAT = "/v1/chat/completions"
@@ -47,10 +47,8 @@ def _config(workdir: Path, upstream: OpenAIUpstream) -> str:
 
 @pytest.fixture(scope="module")
 def server(upstream: OpenAIUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    workdir = tmp_path_factory.mktemp("durability")
-    srv = start_server(workdir, _config(workdir, upstream))
-    yield srv
-    srv.stop()
+    with started_server(tmp_path_factory, "durability", lambda workdir: _config(workdir, upstream)) as srv:
+        yield srv
 
 
 def _key(server: ServerProcess) -> str:

@@ -28,7 +28,7 @@ from tests.emulators.images_embeddings_upstream import (
     ImagesEmbeddingsUpstream,
     vector,
 )
-from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.process import ServerProcess, running_server, sqlite_url
 from tests.support.waits import poll_until
 
 EMB = "/v1/embeddings"
@@ -211,9 +211,8 @@ def server(
         "AWS_SHARED_CREDENTIALS_FILE": str(workdir / "no-aws-credentials"),
         "AWS_EC2_METADATA_DISABLED": "true",
     }
-    srv = start_server(workdir, _config(workdir, emu.url, slow.url), extra_env=env)
-    yield srv
-    srv.stop()
+    with running_server(workdir, _config(workdir, emu.url, slow.url), extra_env=env) as srv:
+        yield srv
 
 
 @pytest.fixture()

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from tests.emulators.gemini_upstream import SIGNATURE, THOUGHT, GeminiEmulator, Recorded, vector_for
-from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.process import ServerProcess, running_server, sqlite_url
 from tests.support.streams import stream_sse
 from tidegate.providers.anthropic.request import EFFORT_BUDGETS
 
@@ -68,9 +68,8 @@ routes = [{{ provider = "gemini", model = "gemini-2.5-flash--429" }},
           {{ provider = "gemini-b", model = "gemini-2.5-flash" }}]
 """
     env = {"EMU_GEMINI_KEY": emulator.api_key, "EMU_GEMINI_TOKEN": emulator.token}
-    srv = start_server(workdir, config, extra_env=env)
-    yield srv
-    srv.stop()
+    with running_server(workdir, config, extra_env=env) as srv:
+        yield srv
     log = srv.log()
     assert emulator.api_key not in log and emulator.token not in log
 

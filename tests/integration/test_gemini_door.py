@@ -18,7 +18,7 @@ from google.genai import types
 
 from tests.emulators.gemini_upstream import SIGNATURE, THOUGHT, GeminiEmulator, scenario_chunks
 from tests.emulators.openai_upstream import TEXT_PIECES, OpenAIUpstream
-from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.process import ServerProcess, running_server, sqlite_url
 from tidegate.ids import is_ulid
 
 HELLO = "".join(TEXT_PIECES)
@@ -80,9 +80,8 @@ routes = [{{ provider = "chat", model = "error-mid" }}]
 routes = [{{ provider = "gemini", model = "gemini-2.5-flash--500" }}, {{ provider = "chat", model = "text" }}]
 """
     env = {"EMU_GEMINI_KEY": gemini.api_key, "EMU_GEMINI_TOKEN": gemini.token}
-    proc = start_server(workdir, config, extra_env=env)
-    yield proc
-    proc.stop()
+    with running_server(workdir, config, extra_env=env) as proc:
+        yield proc
 
 
 def sdk(server: ServerProcess, version: str = "v1beta") -> genai.Client:

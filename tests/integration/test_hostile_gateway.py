@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from tests.support.process import ServerProcess, free_port, start_server
+from tests.support.process import ServerProcess, free_port, running_server, start_server
 from tests.support.streams import stream_sse
 
 CHAT = "/v1/chat/completions"
@@ -28,9 +28,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory, emu: OpenAIUpstream) -> It
     config = tidegate_toml(
         f"sqlite:///{tmp / 'g.db'}", {"emu": {"kind": "openai", "base_url": emu.base_url}}, {"m": [("emu", "text")]}
     )
-    server = start_server(tmp / "gw", config)
-    yield server
-    server.stop()
+    with running_server(tmp / "gw", config) as server:
+        yield server
 
 
 @pytest.mark.parametrize("value", ["99999999999999999999", str(2**63), "-5", "seven"])

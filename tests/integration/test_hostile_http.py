@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from tests.support.process import ServerProcess, start_server
+from tests.support.process import ServerProcess, running_server
 from tests.support.streams import RawStream
 
 LIMITS = {
@@ -36,9 +36,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory, emu: OpenAIUpstream) -> It
         {"m": [("emu", "text")], "slow": [("emu", "slow:0.05")]},
         server=LIMITS,
     )
-    server = start_server(tmp / "gw", config)
-    yield server
-    server.stop()
+    with running_server(tmp / "gw", config) as server:
+        yield server
 
 
 def _connect(server: ServerProcess) -> socket.socket:

@@ -15,7 +15,7 @@ import pytest
 from openai.types import ImageGenCompletedEvent, ImageGenPartialImageEvent
 
 from tests.emulators.images_embeddings_upstream import OPENAI_KEY, ImagesEmbeddingsUpstream, png_b64
-from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.process import ServerProcess, running_server, sqlite_url, started_server
 from tests.support.records import fetch_record
 from tests.support.streams import SSEResult, stream_sse
 from tidegate.config.load import parse_config
@@ -71,10 +71,9 @@ def emu() -> Iterator[ImagesEmbeddingsUpstream]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, emu: ImagesEmbeddingsUpstream) -> Iterator[ServerProcess]:
-    workdir = tmp_path_factory.mktemp("images")
-    srv = start_server(workdir, _config(workdir, emu.url), extra_env={"EMU_OPENAI_KEY": OPENAI_KEY})
-    yield srv
-    srv.stop()
+    env = {"EMU_OPENAI_KEY": OPENAI_KEY}
+    with started_server(tmp_path_factory, "images", lambda workdir: _config(workdir, emu.url), extra_env=env) as srv:
+        yield srv
 
 
 @pytest.fixture()
@@ -446,9 +445,8 @@ def capped(tmp_path_factory: pytest.TempPathFactory, emu: ImagesEmbeddingsUpstre
         "keepalive_s = 0.4\n",
         f"keepalive_s = 0.4\nmax_partial_image_bytes = {SMALL_CAP}\nmax_image_bytes = {SMALL_CAP}\n",
     )
-    srv = start_server(workdir, config, extra_env={"EMU_OPENAI_KEY": OPENAI_KEY})
-    yield srv
-    srv.stop()
+    with running_server(workdir, config, extra_env={"EMU_OPENAI_KEY": OPENAI_KEY}) as srv:
+        yield srv
 
 
 def test_configured_partial_cap_ends_the_openai_stream_with_an_error_event(capped: ServerProcess) -> None:

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream
-from tests.support.process import MASTER_KEY, ServerProcess, start_server
+from tests.support.process import MASTER_KEY, ServerProcess, running_server, start_server
 from tests.support.store_backends import shared_store_url
 from tests.support.waits import poll_until
 
@@ -63,9 +63,8 @@ def emu() -> Iterator[OpenAIUpstream]:
 
 @pytest.fixture
 def gateway(tmp_path: Path, emu: OpenAIUpstream) -> Iterator[ServerProcess]:
-    server = start_server(tmp_path / "gw", _config(f"sqlite:///{tmp_path / 'gw.db'}", emu))
-    yield server
-    server.stop()
+    with running_server(tmp_path / "gw", _config(f"sqlite:///{tmp_path / 'gw.db'}", emu)) as server:
+        yield server
 
 
 def _master(server: ServerProcess) -> dict[str, str]:

@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from tests.support.process import ServerProcess, free_port, port_open, sqlite_url, start_server
+from tests.support.process import ServerProcess, free_port, port_open, running_server, sqlite_url, start_server
 
 MCP_SERVER = Path(__file__).resolve().parent.parent / "emulators" / "mcp_server.py"
 NATIVE = "/api/v1/llm/responses"
@@ -135,9 +135,8 @@ server_tools = [
 headers_env = {{ Authorization = "CALC_MCP_AUTH" }} }},
 ]
 """
-    srv = start_server(workdir, config, extra_env={"CALC_MCP_AUTH": CALC_AUTH})
-    yield srv
-    srv.stop()
+    with running_server(workdir, config, extra_env={"CALC_MCP_AUTH": CALC_AUTH}) as srv:
+        yield srv
 
 
 def _tool(url: str, **extra: object) -> dict[str, object]:

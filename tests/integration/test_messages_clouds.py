@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from tests.emulators.anthropic_upstream import SIGNATURE, THINKING_TEXT, AnthropicFamilyEmulator, scenario_events
-from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.process import ServerProcess, running_server, sqlite_url
 from tests.support.streams import stream_sse
 
 MESSAGES = "/v1/messages"
@@ -62,9 +62,8 @@ routes = [{{ provider = "claude-vertex", model = "{SERVED["vertex"]}" }}]
         "AWS_SHARED_CREDENTIALS_FILE": str(workdir / "no-aws-credentials"),
         "AWS_EC2_METADATA_DISABLED": "true",
     }
-    proc = start_server(workdir, config, extra_env=env)
-    yield proc
-    proc.stop()
+    with running_server(workdir, config, extra_env=env) as proc:
+        yield proc
 
 
 def host_body(cloud: str, sent: dict[str, Any], betas: str | None) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import pytest
 
 from tests.emulators.anthropic_upstream import SIGNATURE, THINKING_TEXT, AnthropicFamilyEmulator, scenario_events
 from tests.emulators.openai_upstream import OpenAIUpstream
-from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.process import ServerProcess, running_server, sqlite_url
 from tests.support.streams import stream_sse
 from tidegate.ids import is_ulid
 from tidegate.providers.fidelity import MESSAGES_NOTES
@@ -104,9 +104,8 @@ routes = [{{ provider = "claude", model = "claude-emu--500" }}, {{ provider = "c
         "AWS_SHARED_CREDENTIALS_FILE": str(workdir / "no-aws-credentials"),
         "AWS_EC2_METADATA_DISABLED": "true",
     }
-    proc = start_server(workdir, config, extra_env=env)
-    yield proc
-    proc.stop()
+    with running_server(workdir, config, extra_env=env) as proc:
+        yield proc
 
 
 def sdk(server: ServerProcess, **kw: Any) -> anthropic.Anthropic:

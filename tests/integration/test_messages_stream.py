@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from tests.emulators.openai_upstream import TEXT_PIECES, OpenAIUpstream
-from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.process import ServerProcess, running_server, sqlite_url
 from tests.support.streams import stream_sse
 
 MESSAGES = "/v1/messages"
@@ -46,9 +46,8 @@ routes = [{{ provider = "chat", model = "text" }}]
 [models."gpt-pause"]
 routes = [{{ provider = "chat", model = "silence:1.2" }}]
 """
-    proc = start_server(workdir, config)
-    yield proc
-    proc.stop()
+    with running_server(workdir, config) as proc:
+        yield proc
 
 
 def sdk(server: ServerProcess, **headers: str) -> anthropic.Anthropic:

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from tests.support.process import ServerProcess, free_port, sqlite_url, start_server
+from tests.support.process import ServerProcess, free_port, running_server, sqlite_url
 from tests.support.records import wait_record
 from tests.support.streams import SSEResult, stream_sse
 
@@ -57,9 +57,8 @@ def server(emu: OpenAIUpstream, tmp_path_factory: pytest.TempPathFactory) -> Ite
         models,
         server={"keepalive_s": 30, "upstream_idle_timeout_s": 1.0},
     )
-    srv = start_server(workdir, config, extra_env={"EMU_KEY": EMU_KEY})
-    yield srv
-    srv.stop()
+    with running_server(workdir, config, extra_env={"EMU_KEY": EMU_KEY}) as srv:
+        yield srv
 
 
 @pytest.fixture(autouse=True)

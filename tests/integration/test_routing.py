@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream
-from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.process import ServerProcess, sqlite_url, started_server
 from tests.support.records import wait_record
 
 CHAT = "/v1/chat/completions"
@@ -108,10 +108,8 @@ routes = [{{ provider = "us1", model = "text" }}, {{ provider = "eu2", model = "
 
 @pytest.fixture(scope="module")
 def server(emu: OpenAIUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    workdir = tmp_path_factory.mktemp("routing")
-    srv = start_server(workdir, config(workdir, emu))
-    yield srv
-    srv.stop()
+    with started_server(tmp_path_factory, "routing", lambda workdir: config(workdir, emu)) as srv:
+        yield srv
 
 
 @pytest.fixture(autouse=True)

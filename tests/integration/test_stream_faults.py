@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.process import ServerProcess, running_server, sqlite_url
 from tests.support.records import wait_record
 from tests.support.streams import SSEResult, stream_sse
 from tests.support.waits import poll_until
@@ -43,9 +43,8 @@ def server(emu: OpenAIUpstream, tmp_path_factory: pytest.TempPathFactory) -> Ite
     config = tidegate_toml(
         sqlite_url(workdir), providers, models, server={"keepalive_s": 30, "upstream_idle_timeout_s": IDLE}
     )
-    srv = start_server(workdir, config)
-    yield srv
-    srv.stop()
+    with running_server(workdir, config) as srv:
+        yield srv
 
 
 @pytest.fixture(scope="module")
@@ -73,9 +72,8 @@ def ka_server(emu: OpenAIUpstream, tmp_path_factory: pytest.TempPathFactory) -> 
         models,
         server={"keepalive_s": 0.3, "keepalive_text": "still working", "upstream_idle_timeout_s": 1.5},
     )
-    srv = start_server(workdir, config)
-    yield srv
-    srv.stop()
+    with running_server(workdir, config) as srv:
+        yield srv
 
 
 @pytest.fixture(autouse=True)

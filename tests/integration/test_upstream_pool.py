@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from tests.support.process import ServerProcess, sqlite_url, start_server
+from tests.support.process import ServerProcess, running_server, sqlite_url
 from tests.support.streams import RawStream
 
 CHAT = "/v1/chat/completions"
@@ -41,9 +41,8 @@ def server(emu: OpenAIUpstream, tmp_path_factory: pytest.TempPathFactory) -> Ite
         models,
         server={"connect_timeout_s": CONNECT_TIMEOUT_S, "keepalive_s": KEEPALIVE_S, "upstream_idle_timeout_s": 30},
     )
-    srv = start_server(workdir, config)
-    yield srv
-    srv.stop()
+    with running_server(workdir, config) as srv:
+        yield srv
 
 
 def _hold_both(server: ServerProcess) -> list[RawStream]:
@@ -110,9 +109,8 @@ def short_idle(emu: OpenAIUpstream, tmp_path_factory: pytest.TempPathFactory) ->
         {"hold": [("tight", "slow:0.1")], "only/tight": [("tight", "text")]},
         server={"connect_timeout_s": LONG_CONNECT_S, "upstream_idle_timeout_s": SHORT_IDLE_S},
     )
-    srv = start_server(workdir, config)
-    yield srv
-    srv.stop()
+    with running_server(workdir, config) as srv:
+        yield srv
 
 
 @pytest.mark.parametrize("stream", [True, False])

@@ -12,7 +12,7 @@ import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
 from tests.support.forward_proxy import PASSWORD, ForwardProxy
-from tests.support.process import ServerProcess, free_port, sqlite_url, start_server
+from tests.support.process import ServerProcess, free_port, running_server, sqlite_url, start_server
 from tests.support.streams import stream_sse
 from tests.support.waits import poll_until
 
@@ -58,9 +58,8 @@ def server(
     config = tidegate_toml(sqlite_url(workdir), providers, models, server={"connect_timeout_s": 3})
     # (an empty lower-case variable unsets its upper-case one, as in urllib and requests)
     env = {"HTTP_PROXY": proxy.url, "http_proxy": proxy.url, "NO_PROXY": "", "no_proxy": ""}
-    srv = start_server(workdir, config, extra_env=env)
-    yield srv
-    srv.stop()
+    with running_server(workdir, config, extra_env=env) as srv:
+        yield srv
 
 
 def _requests_through(proxy: ForwardProxy, emu: OpenAIUpstream) -> int:

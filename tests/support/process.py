@@ -9,8 +9,13 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.support.waits import wait_ready as wait_for_ready
 
@@ -147,6 +152,32 @@ def start_server(
             server.stop()
             raise
     return server
+
+
+@contextmanager
+def running_server(workdir: Path, config_toml: str | None, **start: Any) -> Iterator[ServerProcess]:
+    """`start_server(workdir, config_toml, **start)` for a fixture to yield, stopped when the
+    fixture ends, however it ends: no gateway outlives its fixture."""
+    server = start_server(workdir, config_toml, **start)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@contextmanager
+def started_server(
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    config: str | Callable[[Path], str] | None,
+    **start: Any,
+) -> Iterator[ServerProcess]:
+    """`running_server` in a fresh temporary directory called `name`: the shape of a module's or a
+    session's `server` fixture. `config` may be a function of that directory, where the store's
+    file goes."""
+    workdir = tmp_path_factory.mktemp(name)
+    with running_server(workdir, config(workdir) if callable(config) else config, **start) as server:
+        yield server
 
 
 def sqlite_url(workdir: Path) -> str:
