@@ -7,7 +7,6 @@ otherwise)."""
 from __future__ import annotations
 
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,15 +15,10 @@ import pytest
 from playwright.sync_api import Page, expect, sync_playwright
 
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
+from tests.support.browser import chromium_binary
 from tests.support.process import MASTER_KEY, ServerProcess, sqlite_url, start_server
 
 KEYS = "/api/v1/keys"
-
-
-def _chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert found is not None, "Debian's chromium is required (.ci/run installs it); this test never skips"
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +162,7 @@ def _shot(page: Page, out: Path, name: str) -> None:
 def test_the_console_in_chromium(gateway: tuple[ServerProcess, dict[str, str]], tmp_path: Path, shots: Path) -> None:
     server, keys = gateway
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=_chromium(), headless=True, args=["--no-sandbox"])
+        browser = pw.chromium.launch(executable_path=chromium_binary(), headless=True, args=["--no-sandbox"])
         context = browser.new_context(viewport={"width": 1200, "height": 800})
         page = context.new_page()
         page.goto(server.base_url + "/")

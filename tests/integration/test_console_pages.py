@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Route, expect, sync_playwright
 
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from tests.integration.test_console import _chromium
+from tests.support.browser import chromium_binary
 from tests.support.process import MASTER_KEY, ServerProcess, sqlite_url, start_server
 
 MASTER = {"Authorization": f"Bearer {MASTER_KEY}"}
@@ -105,7 +105,7 @@ class Console:
 @pytest.fixture
 def browser() -> Iterator[Browser]:
     with sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=_chromium(), headless=True, args=["--no-sandbox"])
+        chromium = pw.chromium.launch(executable_path=chromium_binary(), headless=True, args=["--no-sandbox"])
         yield chromium
         chromium.close()
 

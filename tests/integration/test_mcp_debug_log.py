@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from tests.integration.test_mcp_tools import McpProcess
+from tests.support.mcp import McpProcess
 from tests.support.process import sqlite_url, start_server
 
 

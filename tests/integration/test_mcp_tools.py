@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -19,9 +18,9 @@ import orjson
 import pytest
 
 from tests.emulators.openai_upstream import OpenAIUpstream, tidegate_toml
-from tests.support.process import ServerProcess, free_port, port_open, running_server, sqlite_url, start_server
+from tests.support.mcp import McpProcess
+from tests.support.process import ServerProcess, running_server, sqlite_url, start_server
 
-MCP_SERVER = Path(__file__).resolve().parent.parent / "emulators" / "mcp_server.py"
 NATIVE = "/api/v1/llm/responses"
 RESPONSES = "/v1/responses"
 MAX_TURNS = 3
@@ -51,31 +50,6 @@ if (type.startsWith("application/json")) {
 }
 process.stdout.write(JSON.stringify(result));
 """
-
-
-class McpProcess:
-    def __init__(self, *transport: str) -> None:
-        self.port = free_port()
-        self.sse = transport == ("sse",)
-        self.proc = subprocess.Popen(
-            [sys.executable, str(MCP_SERVER), str(self.port), *transport],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 30
-        while not port_open("127.0.0.1", self.port):
-            assert self.proc.poll() is None, "the MCP server exited at start"
-            assert time.monotonic() < deadline, "the MCP server did not start"
-            time.sleep(0.05)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/sse" if self.sse else f"http://127.0.0.1:{self.port}/mcp"
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
 
 
 @pytest.fixture(scope="module")
