@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,26 +11,15 @@ import uuid
 from pathlib import Path
 
 import httpx
-import orjson
 import pytest
 
+from tests.support.keyed_streams import LONG, body, open_stream, read_until
 from tests.support.process import ServerProcess, local_config, start_server
 from tests.support.records import fetch_record, wait_record
 from tests.support.streams import stream_sse
 from tidegate.sse import SSEDecoder
 
 CHAT = "/v1/chat/completions"
-LONG = [{"role": "user", "content": "Write a long story about a lighthouse keeper and the sea."}]
-
-
-def body(max_tokens: int = 24, stream: bool = True, messages: list[dict[str, str]] | None = None) -> dict[str, object]:
-    return {
-        "model": "local/smollm2",
-        "stream": stream,
-        "max_tokens": max_tokens,
-        "seed": 7,
-        "messages": messages or [{"role": "user", "content": "Name three colours."}],
-    }
 
 
 def test_same_key_stream_is_replayed_not_regenerated(local_server: ServerProcess) -> None:
@@ -81,36 +69,13 @@ def test_bad_idempotency_key_and_invalid_request_store_nothing(local_server: Ser
     assert ok.status_code == 200 and "idempotent-replayed" not in ok.headers
 
 
-def _open_stream(server: ServerProcess, payload: dict[str, object], headers: dict[str, str]) -> socket.socket:
-    raw = orjson.dumps(payload)
-    host, port = server.base_url.removeprefix("http://").split(":")
-    sock = socket.create_connection((host, int(port)))
-    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-    sock.sendall(
-        f"POST {CHAT} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{head}"
-        f"Content-Length: {len(raw)}\r\n\r\n".encode()
-        + raw
-    )
-    return sock
-
-
-def _read_until(sock: socket.socket, n_events: int) -> bytes:
-    got = b""
-    while got.count(b"\nid: ") + got.startswith(b"id: ") < n_events and got.count(b"data: ") < n_events:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        got += chunk
-    return got
-
-
 def test_running_key_409_then_live_resume_with_last_event_id(local_server: ServerProcess) -> None:
     key = uuid.uuid4().hex
     h = {**local_server.headers, "Idempotency-Key": key}
     payload = body(max_tokens=120, messages=LONG)
-    sock = _open_stream(local_server, payload, h)
+    sock = open_stream(local_server, payload, h)
     try:
-        head = _read_until(sock, 3)
+        head = read_until(sock, 3)
         gid = head.split(b"x-generation-id: ")[1].split(b"\r\n")[0].decode()
         busy = httpx.post(local_server.base_url + CHAT, json=payload, headers=h)
         assert busy.status_code == 409
@@ -141,8 +106,8 @@ def test_running_key_409_then_live_resume_with_last_event_id(local_server: Serve
 
 def test_disconnect_with_key_keeps_generating(local_server: ServerProcess) -> None:
     h = {**local_server.headers, "Idempotency-Key": uuid.uuid4().hex}
-    sock = _open_stream(local_server, body(max_tokens=60, messages=LONG), h)
-    head = _read_until(sock, 2)
+    sock = open_stream(local_server, body(max_tokens=60, messages=LONG), h)
+    head = read_until(sock, 2)
     gid = head.split(b"x-generation-id: ")[1].split(b"\r\n")[0].decode()
     sock.close()
     rec = wait_record(local_server, gid, within_s=30, poll_s=0.1)
@@ -191,9 +156,9 @@ def test_keys_are_scoped_per_api_key(local_server: ServerProcess, tmp_path: Path
 
 def test_cancel_endpoint_ends_stream_with_cancelled(local_server: ServerProcess) -> None:
     h = {**local_server.headers, "Idempotency-Key": uuid.uuid4().hex}
-    sock = _open_stream(local_server, body(max_tokens=1500, messages=LONG), h)
+    sock = open_stream(local_server, body(max_tokens=1500, messages=LONG), h)
     try:
-        got = _read_until(sock, 3)
+        got = read_until(sock, 3)
         gid = got.split(b"x-generation-id: ")[1].split(b"\r\n")[0].decode()
         resp = httpx.post(f"{local_server.base_url}/api/v1/generations/{gid}/cancel", headers=local_server.headers)
         assert resp.status_code == 202 and resp.json()["id"] == gid
@@ -216,8 +181,8 @@ def test_cancel_endpoint_ends_stream_with_cancelled(local_server: ServerProcess)
 def test_failed_key_starts_new_generation(local_server: ServerProcess) -> None:
     h = {**local_server.headers, "Idempotency-Key": uuid.uuid4().hex}
     payload = body(max_tokens=200, messages=LONG)
-    sock = _open_stream(local_server, payload, h)
-    got = _read_until(sock, 2)
+    sock = open_stream(local_server, payload, h)
+    got = read_until(sock, 2)
     first_id = got.split(b"x-generation-id: ")[1].split(b"\r\n")[0].decode()
     httpx.post(f"{local_server.base_url}/api/v1/generations/{first_id}/cancel", headers=local_server.headers)
     sock.close()
@@ -244,7 +209,7 @@ def test_crash_marks_interrupted_on_restart(tmp_path: Path) -> None:
     seen = b""
     gid = ""
     try:
-        sock = _open_stream(server, body(max_tokens=1500, messages=LONG), h)
+        sock = open_stream(server, body(max_tokens=1500, messages=LONG), h)
         decoder = SSEDecoder()
         events = 0
         head_done = False

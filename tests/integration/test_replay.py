@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import orjson
 
-from tests.integration.test_idempotency import LONG, _open_stream, _read_until, body
+from tests.support.keyed_streams import LONG, body, open_stream, read_until
 from tests.support.process import ServerProcess, local_config, start_server
 from tests.support.records import fetch_record, wait_record
 from tests.support.streams import RawStream, stream_sse
@@ -88,11 +88,11 @@ def test_replay_errors(local_server: ServerProcess) -> None:
 
 def test_replay_running_is_409_then_follows_live(local_server: ServerProcess) -> None:
     key = uuid.uuid4().hex
-    sock = _open_stream(
+    sock = open_stream(
         local_server, body(max_tokens=80, messages=LONG), {**local_server.headers, "Idempotency-Key": key}
     )
     try:
-        head = _read_until(sock, 2)
+        head = read_until(sock, 2)
         gid = head.split(b"x-generation-id: ")[1].split(b"\r\n")[0].decode()
         busy = replay(local_server, key)
         assert busy.status_code == 409 and busy.json()["error"]["code"] == "generation_in_progress"
@@ -113,10 +113,10 @@ def test_replay_running_is_409_then_follows_live(local_server: ServerProcess) ->
 
 def test_replay_of_cancelled_is_502_with_partial_output(local_server: ServerProcess) -> None:
     key = uuid.uuid4().hex
-    sock = _open_stream(
+    sock = open_stream(
         local_server, body(max_tokens=1500, messages=LONG), {**local_server.headers, "Idempotency-Key": key}
     )
-    head = _read_until(sock, 4)
+    head = read_until(sock, 4)
     gid = head.split(b"x-generation-id: ")[1].split(b"\r\n")[0].decode()
     httpx.post(f"{local_server.base_url}/api/v1/generations/{gid}/cancel", headers=local_server.headers)
     sock.close()
