@@ -50,6 +50,10 @@ lint: $(STAMP)
 	$(BIN)/mypy --strict src
 	$(BIN)/lint-imports
 
+# the in-process tests alone (no gateway subprocess, no coding agent): the quick loop while editing src/
+unit: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit $(PYTEST_ARGS)
+
 # run a second time with server/runtime/shortcuts.py switched off: the same bytes through uvicorn's own send
 SHORTCUTS_OFF_TESTS := tests/integration/test_stream_faults.py tests/integration/test_openai_passthrough.py
 
