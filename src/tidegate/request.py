@@ -123,8 +123,12 @@ class GenerationRequest:
 
     def sent_as(self, wire: WireFormat) -> AsSent | None:
         """The body as sent, when it was written in `wire` and there is one to send."""
+        return self.as_sent if self.taken_as_sent(frozenset((wire,))) else None
+
+    def taken_as_sent(self, speaks: frozenset[WireFormat]) -> bool:
+        """A route that speaks `speaks` gets the body as sent (no refusal, nothing dropped)."""
         sent = self.as_sent
-        return sent if sent is not None and sent.wire == wire and sent.body else None
+        return sent is not None and bool(sent.body) and sent.wire in speaks
 
     @property
     def include_usage(self) -> bool:

@@ -85,7 +85,6 @@ class CachePlan:
     entry: CacheEntry | None = None  # a hit's entry, without its events (`answer` has them)
     answer: SharedAnswer | None = None
     events: list[Event] = field(default_factory=list)  # the answer's events, captured on a miss
-    kept: bool = False  # the answer went to the store (`ResponseCache.keep`)
 
     def capture(self, event: Event) -> None:
         if type(event) is not RawFrame:  # a passthrough's bytes come as canonical events too
@@ -288,7 +287,7 @@ class ResponseCache:
         return gen
 
     async def finish(self, plan: CachePlan, record: GenerationRecord) -> None:
-        """After the answer: count the request (and keep a miss's answer, if that did not happen yet)."""
+        """After the answer: count the request (a miss's answer was kept before its end: `keep`)."""
         entry = plan.entry
         size = entry.size if entry is not None else 0
         saved = entry.cost if entry is not None else 0.0
@@ -300,15 +299,13 @@ class ResponseCache:
             await self.store.count(plan.model, plan.key_id, counts_of(plan.result, size, saved), time.time())
         except Exception:
             log.warning("cache count for generation %s failed", record.id, exc_info=True)
-        await self.keep(plan, record)
 
     async def keep(self, plan: CachePlan, record: GenerationRecord) -> None:
-        """A miss's complete answer into the store, once. The door calls it when the record is complete,
-        before the answer's end goes out: the same request sent once the client has its answer is a
-        hit, on every instance sharing the store."""
-        if plan.kept or plan.result == "hit" or not plan.store_answer:
+        """A miss's complete answer into the store. The door calls it (`CapturingWriter.keep`,
+        `CapturingBuilder.keep`) when the record is complete, before the answer's end goes out: the same
+        request sent once the client has its answer is a hit, on every instance sharing the store."""
+        if not plan.store_answer:
             return
-        plan.kept = True
         try:
             await self._store(plan, record)
         except Exception:

@@ -193,12 +193,11 @@ def refused_field(
     """The first field `request` uses that a provider of this fidelity (its kind's, or None: a kind
     with no table) cannot honour, or None. `speaks`: the APIs the provider speaks (providers/kinds.py),
     whose door's body it takes as sent, so nothing is refused."""
+    if request.taken_as_sent(speaks):
+        return None  # as sent (providers/anthropic/messages.py, google/gemini.py, openai/responses.py)
     sent = request.as_sent
-    if sent is not None:
-        if sent.body and sent.wire in speaks:
-            return None  # as sent (providers/anthropic/messages.py, google/gemini.py, openai/responses.py)
-        if sent.only:
-            return next(iter(sent.only))
+    if sent is not None and sent.only:
+        return next(iter(sent.only))
     tools = request.responses_tools
     if tools is not None and tools.hosted and not tools.drop_hosted:
         where, tool = next(iter(tools.hosted.items()))
@@ -224,9 +223,9 @@ def dropped_tools(request: GenerationRequest, speaks: frozenset[WireFormat]) -> 
     """What a route leaves out of `request`, for `X-Tidegate-Dropped`: the body's `dropped` fields (the
     Gemini door's sampling fields) and the hosted tools (the model's `drop_hosted_tools`), every one,
     on a route that does not take the body as sent."""
-    sent = request.as_sent
-    if sent is not None and sent.body and sent.wire in speaks:
+    if request.taken_as_sent(speaks):
         return ()
+    sent = request.as_sent
     if sent is not None and sent.dropped:
         return sent.dropped
     tools = request.responses_tools
