@@ -8,14 +8,13 @@ from __future__ import annotations
 import socket
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import anthropic
 import httpx2
-import orjson
 import pytest
 
 from tests.emulators.openai_upstream import TEXT_PIECES, OpenAIUpstream
+from tests.support.keyed_streams import open_stream
 from tests.support.process import ServerProcess, running_server, sqlite_url
 from tests.support.streams import stream_sse
 
@@ -78,19 +77,6 @@ def test_a_stop_sequence_ending_is_end_turn(server: ServerProcess, chat: OpenAIU
     assert (message.stop_reason, message.stop_sequence) == ("end_turn", None)
 
 
-def _open(server: ServerProcess, body: dict[str, Any], headers: dict[str, str]) -> socket.socket:
-    raw = orjson.dumps(body)
-    host, port = server.base_url.removeprefix("http://").split(":")
-    sock = socket.create_connection((host, int(port)))
-    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-    sock.sendall(
-        f"POST {MESSAGES} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{head}"
-        f"Content-Length: {len(raw)}\r\n\r\n".encode()
-        + raw
-    )
-    return sock
-
-
 def _frames_until(sock: socket.socket, count: int) -> list[bytes]:
     """The first `count` whole SSE frames of the chunked response (the head and chunk sizes dropped)."""
     got = b""
@@ -116,7 +102,7 @@ def test_a_dropped_stream_resumes_with_last_event_id(server: ServerProcess) -> N
     key = f"msg-resume-{uuid.uuid4()}"
     body = {"model": "gpt-pause", "max_tokens": 32, "stream": True, "messages": [{"role": "user", "content": "Hi"}]}
     headers = {"anthropic-version": "2023-06-01", "x-api-key": server.key, "Idempotency-Key": key}
-    sock = _open(server, body, headers)
+    sock = open_stream(server, body, headers, MESSAGES)
     try:
         before = _frames_until(sock, 3)  # message_start, the text block's start, its first delta
     finally:

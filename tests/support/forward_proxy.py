@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.support.process import stop_process
+
 USER = "proxyuser"
 PASSWORD = "pr0xy-s3cret-pw"
 
@@ -82,10 +84,4 @@ class ForwardProxy:
         return log
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)

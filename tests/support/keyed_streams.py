@@ -24,15 +24,17 @@ def body(max_tokens: int = 24, stream: bool = True, messages: list[dict[str, str
     }
 
 
-def open_stream(server: ServerProcess, payload: dict[str, object], headers: dict[str, str]) -> socket.socket:
-    """A chat request on a bare socket, its response left unread: the test decides when the client
-    reads, stops reading or goes away."""
+def open_stream(
+    server: ServerProcess, payload: dict[str, object], headers: dict[str, str], path: str = "/v1/chat/completions"
+) -> socket.socket:
+    """A generation request (chat unless `path` says another door) on a bare socket, its response left
+    unread: the test decides when the client reads, stops reading or goes away."""
     raw = orjson.dumps(payload)
     host, port = server.base_url.removeprefix("http://").split(":")
     sock = socket.create_connection((host, int(port)))
     head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
     sock.sendall(
-        f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{head}"
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{head}"
         f"Content-Length: {len(raw)}\r\n\r\n".encode()
         + raw
     )

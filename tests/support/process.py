@@ -55,18 +55,23 @@ class ServerProcess:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+def stop_process(proc: subprocess.Popen[Any], grace_s: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL if the process is still there after `grace_s`; waited for either way."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def stop_and_time(server: ServerProcess, bound_s: float, grace_s: float = 10.0) -> float:
